@@ -1,0 +1,126 @@
+#include "actors/admission.hpp"
+
+#include <memory>
+#include <utility>
+
+#include <caf/event_based_actor.hpp>
+
+#include "actors/permit.hpp"
+#include "messages/atoms.hpp"
+
+namespace sluice {
+
+const tier_handle& admission_path::operator[](tier_kind k) const noexcept {
+  switch (k) {
+    case tier_kind::session:
+      return session;
+    case tier_kind::connection:
+      return connection;
+    default:
+      return global;
+  }
+}
+
+void admission_ticket::release(caf::abstract_actor* holder) noexcept {
+  // Most global first: the tier with the most contention gets its permit
+  // back soonest.
+  for (auto i = permits_.rbegin(); i != permits_.rend(); ++i) {
+    if (auto& p = *i) {
+      release_permit(holder, *p->tier.counter, p->tier.owner, p->id);
+      p.reset();
+    }
+  }
+}
+
+size_t admission_ticket::held() const noexcept {
+  size_t n = 0;
+  for (auto& p : permits_)
+    n += p.has_value() ? 1 : 0;
+  return n;
+}
+
+void admission_ticket::add(const tier_handle& tier, permit_id id) {
+  permits_[index(tier.kind)] = held_permit{tier, id};
+}
+
+namespace {
+
+constexpr std::array<tier_kind, tier_count> acquisition_order{
+  tier_kind::session, tier_kind::connection, tier_kind::global};
+
+// One admission in progress; shared by the continuations of its requests and
+// dropped with them if the holder terminates.
+struct admission_attempt : admission_progress {
+  admission_path path;
+  time_point deadline;
+  admission_callback done;
+
+  void took(const tier_handle& tier, permit_id id) {
+    waiting_on_.reset();
+    ticket_.add(tier, id);
+  }
+
+  void queued_at(tier_kind k) {
+    waiting_on_ = k;
+  }
+
+  void succeed() {
+    finish(std::move(ticket_));
+  }
+
+  void fail(caf::event_based_actor* self, caf::error err) {
+    ticket_.release(self);
+    finish(std::move(err));
+  }
+
+private:
+  void finish(caf::expected<admission_ticket> outcome) {
+    waiting_on_.reset();
+    finished_ = true;
+    auto f = std::move(done);
+    f(std::move(outcome));
+  }
+};
+
+void acquire_from(caf::event_based_actor* self,
+                  std::shared_ptr<admission_attempt> attempt, size_t step) {
+  for (; step < acquisition_order.size(); ++step) {
+    const auto& tier = attempt->path[acquisition_order[step]];
+    if (!tier.counter->try_acquire())
+      break;
+    // Fast path: a free permit and nobody queued; no message needed.
+    auto id = tier.counter->next_permit_id();
+    attach_permit(self, tier.counter, tier.owner, id);
+    attempt->took(tier, id);
+  }
+  if (step == acquisition_order.size()) {
+    attempt->succeed();
+    return;
+  }
+  // Slow path: queue at the tier's owner until a permit frees or the shared
+  // deadline passes. The owner always answers by the deadline.
+  const auto& tier = attempt->path[acquisition_order[step]];
+  attempt->queued_at(tier.kind);
+  self->request(tier.owner, caf::infinite, acquire_atom_v, attempt->deadline)
+    .then(
+      [self, attempt, step](permit_id id) {
+        attempt->took(attempt->path[acquisition_order[step]], id);
+        acquire_from(self, attempt, step + 1);
+      },
+      [self, attempt](caf::error& err) { attempt->fail(self, std::move(err)); });
+}
+
+} // namespace
+
+std::shared_ptr<const admission_progress>
+admit(caf::event_based_actor* self, const admission_path& path,
+      duration wait_timeout, admission_callback done) {
+  auto attempt = std::make_shared<admission_attempt>();
+  attempt->path = path;
+  attempt->deadline = self->clock().now() + wait_timeout;
+  attempt->done = std::move(done);
+  acquire_from(self, attempt, 0);
+  return attempt;
+}
+
+} // namespace sluice

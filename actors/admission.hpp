@@ -1,0 +1,103 @@
+#pragma once
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/budget_tier.hpp"
+#include "runtime/policy/time.hpp"
+
+namespace sluice {
+
+/// The tiers one call is admitted through, in acquisition order.
+struct admission_path {
+  tier_handle session;
+  tier_handle connection;
+  tier_handle global;
+
+  const tier_handle& operator[](tier_kind k) const noexcept;
+};
+
+/// The permits one call holds. Lives in the holding actor's state.
+///
+/// Release it on completion and on error with `release(self)`. If the holder
+/// terminates instead (cancelled, killed, crashed), every tier gets its
+/// permit back by itself: each tier observes its holders.
+class admission_ticket {
+public:
+  /// Returns every permit still held. Idempotent; must be called by (or with)
+  /// the actor that acquired the permits.
+  void release(caf::abstract_actor* holder) noexcept;
+
+  /// Whether a permit of tier `k` is held.
+  bool holds(tier_kind k) const noexcept {
+    return permits_[index(k)].has_value();
+  }
+
+  /// Number of permits held (0 to 3).
+  size_t held() const noexcept;
+
+  /// Records permit `id` of `tier` (used by `admit`).
+  void add(const tier_handle& tier, permit_id id);
+
+private:
+  struct held_permit {
+    tier_handle tier;
+    permit_id id;
+  };
+
+  static size_t index(tier_kind k) noexcept {
+    return static_cast<size_t>(k);
+  }
+
+  std::array<std::optional<held_permit>, tier_count> permits_;
+};
+
+/// How far one admission has got: which permits it took so far and which
+/// tier it is queued at. Read in the holder's context (status reports).
+class admission_progress {
+public:
+  /// Whether a permit of tier `k` is taken (until the outcome is delivered).
+  bool holds(tier_kind k) const noexcept {
+    return ticket_.holds(k);
+  }
+
+  /// The tier whose queue the call is in, if it is waiting.
+  std::optional<tier_kind> waiting_on() const noexcept {
+    return waiting_on_;
+  }
+
+  /// Whether the outcome was delivered.
+  bool finished() const noexcept {
+    return finished_;
+  }
+
+protected:
+  admission_ticket ticket_;
+  std::optional<tier_kind> waiting_on_;
+  bool finished_ = false;
+};
+
+/// Receives the outcome of `admit`: the ticket, or `tool_busy` naming the
+/// tier whose wait ran past the deadline (any permits already taken are
+/// returned first), or another error if a tier owner is gone.
+using admission_callback = std::function<void(caf::expected<admission_ticket>)>;
+
+/// Admits the call run by `self` through `path`: session, then connection,
+/// then global, all under one deadline `now + wait_timeout`. The longest wait
+/// is one `wait_timeout`, however the waiting is spread over the tiers.
+///
+/// A tier with a free permit and nobody queued is taken without a message;
+/// otherwise `self` joins that tier's FIFO queue. `done` runs in `self`'s
+/// context, synchronously if no tier made it wait. If `self` terminates while
+/// waiting, `done` never runs and everything taken comes back. The returned
+/// progress may be kept to report where the call is.
+std::shared_ptr<const admission_progress>
+admit(caf::event_based_actor* self, const admission_path& path,
+      duration wait_timeout, admission_callback done);
+
+} // namespace sluice

@@ -1,0 +1,72 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
+#include <caf/make_message.hpp>
+
+namespace sluice {
+
+/// Every way a governed call can end without a result from its source.
+/// Values are the CAF error code (category `sluice`); each has a distinct
+/// JSON error code and HTTP status, listed in `describe()`.
+enum class errc : uint8_t {
+  /// Admission wait ran past its deadline; names the tier waited on.
+  /// JSON code -32016, HTTP 503.
+  tool_busy = 1,
+  /// No source could complete the call: `reason` is `stalled` or
+  /// `retry_exhausted`. JSON code -32017, HTTP 503.
+  all_sources_exhausted,
+  /// The backend holding scope-wide state failed; the call is refused rather
+  /// than let through unchecked (fail-closed). JSON code -32018, HTTP 503.
+  governance_backend_error,
+  /// The upstream answered with a permanent error (4xx other than 429); it is
+  /// passed through unchanged. JSON code -32019, HTTP status of the upstream.
+  upstream_error,
+  /// The request is malformed (invalid JSON or fields). JSON -32600, HTTP 400.
+  bad_request,
+  /// No such route. JSON -32601, HTTP 404.
+  not_found,
+  /// The route exists but not for this method. JSON -32020, HTTP 405.
+  method_not_allowed,
+  /// The request body exceeds the configured limit. JSON -32021, HTTP 413.
+  payload_too_large,
+};
+
+/// The category atom of every Sluice error.
+constexpr caf::atom_value error_category = caf::atom("sluice");
+
+/// Static facts about one error code.
+struct error_info {
+  std::string_view name; // stable identifier, e.g. "tool_busy"
+  int json_code;         // the `code` field of a JSON error body
+  int http_status;       // status at the HTTP gateway
+};
+
+/// Returns the facts for `x`.
+error_info describe(errc x) noexcept;
+
+/// Returns the stable name of `x`, e.g. "tool_busy".
+std::string to_string(errc x);
+
+/// Creates a CAF error of category `sluice` with optional context.
+template <class... Ts>
+caf::error make_error(errc x, Ts&&... context) {
+  return caf::error{static_cast<uint8_t>(x), error_category,
+                    caf::make_message(std::forward<Ts>(context)...)};
+}
+
+/// Returns whether `err` is the Sluice error `x`.
+inline bool is(const caf::error& err, errc x) noexcept {
+  return err && err.category() == error_category
+         && err.code() == static_cast<uint8_t>(x);
+}
+
+/// Registers the `sluice` category so CAF prints our errors by name.
+void add_error_category(caf::actor_system_config& cfg);
+
+} // namespace sluice

@@ -1,0 +1,59 @@
+#include "admission_holder.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+namespace sluice::testing {
+
+namespace {
+
+struct holder_state {
+  admission_ticket ticket;
+};
+
+void refresh(holder_report& r, const admission_ticket& t) {
+  for (auto k : {tier_kind::session, tier_kind::connection, tier_kind::global})
+    r.holds[static_cast<size_t>(k)] = t.holds(k);
+}
+
+caf::behavior holder_actor(caf::stateful_actor<holder_state>* self,
+                           admission_path path, duration wait_timeout,
+                           std::shared_ptr<holder_report> report) {
+  return {
+    [=](ask_atom) {
+      report->progress = admit(self, path, wait_timeout,
+                               [=](caf::expected<admission_ticket> r) {
+        report->decided = true;
+        report->decided_at = self->clock().now();
+        if (r) {
+          report->admitted = true;
+          self->state.ticket = std::move(*r);
+        } else {
+          report->error = std::move(r.error());
+        }
+        refresh(*report, self->state.ticket);
+      });
+    },
+    [=](give_back_atom) {
+      self->state.ticket.release(self);
+      refresh(*report, self->state.ticket);
+    },
+    [=](finish_atom) {
+      self->state.ticket.release(self);
+      refresh(*report, self->state.ticket);
+      self->quit();
+    },
+  };
+}
+
+} // namespace
+
+holder spawn_holder(caf::actor_system& sys, admission_path path,
+                    duration wait_timeout) {
+  auto report = std::make_shared<holder_report>();
+  auto actor = sys.spawn(holder_actor, std::move(path), wait_timeout, report);
+  return {std::move(actor), std::move(report)};
+}
+
+} // namespace sluice::testing

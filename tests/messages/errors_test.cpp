@@ -1,0 +1,63 @@
+#include "messages/errors.hpp"
+
+#include <set>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "messages/admission.hpp"
+
+using namespace sluice;
+
+TEST_CASE("tool_busy is JSON code -32016, HTTP 503") {
+  auto info = describe(errc::tool_busy);
+  CHECK(info.json_code == -32016);
+  CHECK(info.http_status == 503);
+  CHECK(info.name == "tool_busy");
+}
+
+TEST_CASE("every error has a distinct name and JSON code") {
+  std::set<int> codes;
+  std::set<std::string> names;
+  for (auto x : {errc::tool_busy, errc::all_sources_exhausted,
+                 errc::governance_backend_error, errc::upstream_error,
+                 errc::bad_request, errc::not_found, errc::method_not_allowed,
+                 errc::payload_too_large}) {
+    codes.insert(describe(x).json_code);
+    names.insert(to_string(x));
+  }
+  CHECK(codes.size() == 8);
+  CHECK(names.size() == 8);
+  CHECK(describe(errc::bad_request).http_status == 400);
+  CHECK(describe(errc::not_found).http_status == 404);
+  CHECK(describe(errc::method_not_allowed).http_status == 405);
+  CHECK(describe(errc::payload_too_large).http_status == 413);
+}
+
+TEST_CASE("a tool_busy error names its tier") {
+  for (auto k : {tier_kind::session, tier_kind::connection, tier_kind::global}) {
+    auto err = tool_busy(k);
+    CHECK(is(err, errc::tool_busy));
+    REQUIRE(busy_tier(err));
+    CHECK(*busy_tier(err) == k);
+  }
+  CHECK_FALSE(busy_tier(make_error(errc::bad_request)));
+  CHECK_FALSE(busy_tier(caf::error{}));
+}
+
+TEST_CASE("registered errors render by name") {
+  caf::actor_system_config cfg;
+  add_error_category(cfg);
+  auto i = cfg.error_renderers.find(error_category);
+  REQUIRE(i != cfg.error_renderers.end());
+  auto err = tool_busy(tier_kind::global);
+  auto text = i->second(err.code(), err.category(), err.context());
+  CHECK(text.find("tool_busy") != std::string::npos);
+  CHECK(text.find("global") != std::string::npos);
+}
+
+TEST_CASE("tier names round-trip") {
+  CHECK(parse_tier_kind("connection") == tier_kind::connection);
+  CHECK_FALSE(parse_tier_kind("planet"));
+}

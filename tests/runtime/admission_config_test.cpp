@@ -1,0 +1,62 @@
+#include "runtime/admission_config.hpp"
+
+#include <chrono>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/config_error.hpp"
+
+using namespace std::chrono_literals;
+using sluice::admission_config;
+using sluice::config_error;
+
+namespace {
+
+// Returns the key named by the error `validate` throws, or "" if none.
+std::string refused_key(const admission_config& cfg) {
+  try {
+    validate(cfg);
+  } catch (const config_error& e) {
+    return e.key();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("admission defaults are the seed's and valid") {
+  admission_config cfg;
+  CHECK(cfg.session_cap == 16);
+  CHECK(cfg.connection_cap == 256);
+  CHECK(cfg.global_cap == 1024);
+  CHECK(cfg.wait_timeout == 3s);
+  CHECK_NOTHROW(validate(cfg));
+}
+
+TEST_CASE("zero or negative caps are refused, naming the key") {
+  for (int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{-1024},
+                      int64_t{1} << 31}) {
+    admission_config a;
+    a.session_cap = bad;
+    CHECK(refused_key(a) == "admission.session_cap");
+    admission_config b;
+    b.connection_cap = bad;
+    CHECK(refused_key(b) == "admission.connection_cap");
+    admission_config c;
+    c.global_cap = bad;
+    CHECK(refused_key(c) == "admission.global_cap");
+  }
+}
+
+TEST_CASE("a zero or negative wait_timeout is refused, naming the key") {
+  admission_config cfg;
+  cfg.wait_timeout = 0s;
+  CHECK(refused_key(cfg) == "admission.wait_timeout");
+  cfg.wait_timeout = -5ms;
+  CHECK(refused_key(cfg) == "admission.wait_timeout");
+  try {
+    validate(cfg);
+  } catch (const config_error& e) {
+    CHECK(std::string{e.what()}.find("must be positive") != std::string::npos);
+  }
+}
