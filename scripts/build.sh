@@ -7,7 +7,6 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${SLUICE_BUILD_DIR:-$root/build}
 bash "$root/scripts/install-deps.sh"
-export CCACHE_DIR=${CCACHE_DIR:-$root/.ccache}
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSLUICE_SANITIZE="${SLUICE_SANITIZE:-}" >/dev/null
 # shellcheck disable=SC2086
