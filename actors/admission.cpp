@@ -12,12 +12,12 @@ namespace sluice {
 
 const tier_handle& admission_path::operator[](tier_kind k) const noexcept {
   switch (k) {
-    case tier_kind::session:
-      return session;
-    case tier_kind::connection:
-      return connection;
-    default:
-      return global;
+  case tier_kind::session:
+    return session;
+  case tier_kind::connection:
+    return connection;
+  default:
+    return global;
   }
 }
 
@@ -46,7 +46,7 @@ void admission_ticket::add(const tier_handle& tier, permit_id id) {
 namespace {
 
 constexpr std::array<tier_kind, tier_count> acquisition_order{
-  tier_kind::session, tier_kind::connection, tier_kind::global};
+    tier_kind::session, tier_kind::connection, tier_kind::global};
 
 // One admission in progress; shared by the continuations of its requests and
 // dropped with them if the holder terminates.
@@ -60,13 +60,9 @@ struct admission_attempt : admission_progress {
     ticket_.add(tier, id);
   }
 
-  void queued_at(tier_kind k) {
-    waiting_on_ = k;
-  }
+  void queued_at(tier_kind k) { waiting_on_ = k; }
 
-  void succeed() {
-    finish(std::move(ticket_));
-  }
+  void succeed() { finish(std::move(ticket_)); }
 
   void fail(caf::event_based_actor* self, caf::error err) {
     ticket_.release(self);
@@ -102,19 +98,22 @@ void acquire_from(caf::event_based_actor* self,
   const auto& tier = attempt->path[acquisition_order[step]];
   attempt->queued_at(tier.kind);
   self->request(tier.owner, caf::infinite, acquire_atom_v, attempt->deadline)
-    .then(
-      [self, attempt, step](permit_id id) {
-        attempt->took(attempt->path[acquisition_order[step]], id);
-        acquire_from(self, attempt, step + 1);
-      },
-      [self, attempt](caf::error& err) { attempt->fail(self, std::move(err)); });
+      .then(
+          [self, attempt, step](permit_id id) {
+            attempt->took(attempt->path[acquisition_order[step]], id);
+            acquire_from(self, attempt, step + 1);
+          },
+          [self, attempt](caf::error& err) {
+            attempt->fail(self, std::move(err));
+          });
 }
 
 } // namespace
 
-std::shared_ptr<const admission_progress>
-admit(caf::event_based_actor* self, const admission_path& path,
-      duration wait_timeout, admission_callback done) {
+std::shared_ptr<const admission_progress> admit(caf::event_based_actor* self,
+                                                const admission_path& path,
+                                                duration wait_timeout,
+                                                admission_callback done) {
   auto attempt = std::make_shared<admission_attempt>();
   attempt->path = path;
   attempt->deadline = self->clock().now() + wait_timeout;

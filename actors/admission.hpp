@@ -50,9 +50,7 @@ private:
     permit_id id;
   };
 
-  static size_t index(tier_kind k) noexcept {
-    return static_cast<size_t>(k);
-  }
+  static size_t index(tier_kind k) noexcept { return static_cast<size_t>(k); }
 
   std::array<std::optional<held_permit>, tier_count> permits_;
 };
@@ -62,19 +60,13 @@ private:
 class admission_progress {
 public:
   /// Whether a permit of tier `k` is taken (until the outcome is delivered).
-  bool holds(tier_kind k) const noexcept {
-    return ticket_.holds(k);
-  }
+  bool holds(tier_kind k) const noexcept { return ticket_.holds(k); }
 
   /// The tier whose queue the call is in, if it is waiting.
-  std::optional<tier_kind> waiting_on() const noexcept {
-    return waiting_on_;
-  }
+  std::optional<tier_kind> waiting_on() const noexcept { return waiting_on_; }
 
   /// Whether the outcome was delivered.
-  bool finished() const noexcept {
-    return finished_;
-  }
+  bool finished() const noexcept { return finished_; }
 
 protected:
   admission_ticket ticket_;
@@ -96,8 +88,9 @@ using admission_callback = std::function<void(caf::expected<admission_ticket>)>;
 /// context, synchronously if no tier made it wait. If `self` terminates while
 /// waiting, `done` never runs and everything taken comes back. The returned
 /// progress may be kept to report where the call is.
-std::shared_ptr<const admission_progress>
-admit(caf::event_based_actor* self, const admission_path& path,
-      duration wait_timeout, admission_callback done);
+std::shared_ptr<const admission_progress> admit(caf::event_based_actor* self,
+                                                const admission_path& path,
+                                                duration wait_timeout,
+                                                admission_callback done);
 
 } // namespace sluice

@@ -111,38 +111,38 @@ caf::behavior tier_owner(tier_actor* self, tier_kind kind,
     serve_queue(self);
   });
   return {
-    [self](acquire_atom,
-           time_point deadline) -> caf::result<permit_id> {
-      auto& st = self->state;
-      auto holder = self->current_sender();
-      if (!holder)
-        return caf::sec::invalid_argument; // an anonymous sender holds nothing
-      auto now = self->clock().now();
-      if (deadline_passed(deadline, now))
-        return tool_busy(st.kind);
-      // The caller's fast path may have lost a race with a release.
-      if (st.queue.empty() && st.counter->try_acquire())
-        return grant(self, holder);
-      auto promise = self->make_response_promise<permit_id>();
-      st.counter->add_waiter();
-      auto wid = st.queue.push(deadline, pending_acquire{promise, holder});
-      st.by_holder.emplace(holder->id(), wid);
-      self->monitor(holder);
-      serve_queue(self);
-      if (st.queue.find(wid) != nullptr)
-        self->delayed_send(self, deadline - now, expire_atom_v, wid);
-      return promise;
-    },
-    [self](wake_atom) { serve_queue(self); },
-    [self](expire_atom, waiters::waiter_id wid) {
-      // Stale timers (the waiter was granted or left) find nothing.
-      if (auto w = self->state.queue.find(wid);
-          w != nullptr && deadline_passed(w->deadline, self->clock().now()))
-        expire(self, wid);
-    },
-    [self](status_atom) -> tier_status {
-      return read_status(self->state.kind, *self->state.counter);
-    },
+      [self](acquire_atom, time_point deadline) -> caf::result<permit_id> {
+        auto& st = self->state;
+        auto holder = self->current_sender();
+        if (!holder)
+          return caf::sec::invalid_argument; // an anonymous sender holds
+                                             // nothing
+        auto now = self->clock().now();
+        if (deadline_passed(deadline, now))
+          return tool_busy(st.kind);
+        // The caller's fast path may have lost a race with a release.
+        if (st.queue.empty() && st.counter->try_acquire())
+          return grant(self, holder);
+        auto promise = self->make_response_promise<permit_id>();
+        st.counter->add_waiter();
+        auto wid = st.queue.push(deadline, pending_acquire{promise, holder});
+        st.by_holder.emplace(holder->id(), wid);
+        self->monitor(holder);
+        serve_queue(self);
+        if (st.queue.find(wid) != nullptr)
+          self->delayed_send(self, deadline - now, expire_atom_v, wid);
+        return promise;
+      },
+      [self](wake_atom) { serve_queue(self); },
+      [self](expire_atom, waiters::waiter_id wid) {
+        // Stale timers (the waiter was granted or left) find nothing.
+        if (auto w = self->state.queue.find(wid);
+            w != nullptr && deadline_passed(w->deadline, self->clock().now()))
+          expire(self, wid);
+      },
+      [self](status_atom) -> tier_status {
+        return read_status(self->state.kind, *self->state.counter);
+      },
   };
 }
 

@@ -36,8 +36,7 @@ inline tier_handle spawn_session_tier(caf::actor_system& sys, uint32_t cap) {
 }
 
 /// Spawns a client connection's tier.
-inline tier_handle spawn_connection_tier(caf::actor_system& sys,
-                                         uint32_t cap) {
+inline tier_handle spawn_connection_tier(caf::actor_system& sys, uint32_t cap) {
   return spawn_tier(sys, tier_kind::connection, cap);
 }
 

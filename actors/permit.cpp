@@ -35,7 +35,9 @@ class permit_observer final : public caf::attachable {
 public:
   permit_observer(std::shared_ptr<policy::tier_counter> counter,
                   caf::actor owner, permit_id id)
-    : counter_(std::move(counter)), owner_(std::move(owner)), id_(id) {
+      : counter_(std::move(counter))
+      , owner_(std::move(owner))
+      , id_(id) {
     // nop
   }
 
@@ -45,9 +47,9 @@ public:
   }
 
   bool matches(const token& what) override {
-    return what.subtype == permit_token
-           && *static_cast<const permit_key*>(what.ptr)
-                == permit_key{counter_.get(), id_};
+    return what.subtype == permit_token &&
+           *static_cast<const permit_key*>(what.ptr) ==
+               permit_key{counter_.get(), id_};
   }
 
 private:
@@ -64,7 +66,7 @@ void attach_permit(caf::abstract_actor* holder,
   // attach() on a terminated actor runs actor_exited() immediately, so a
   // permit granted to a holder that died in the meantime is returned at once.
   holder->attach(caf::attachable_ptr{
-    new permit_observer(std::move(counter), std::move(owner), id)});
+      new permit_observer(std::move(counter), std::move(owner), id)});
 }
 
 bool release_permit(caf::abstract_actor* holder, policy::tier_counter& counter,

@@ -66,43 +66,43 @@ caf::behavior demo_call(caf::stateful_actor<call_state>* self,
                         caf::actor done) {
   self->delayed_send(self, plan.start, start_atom::value);
   return {
-    [=](start_atom) {
-      self->state.asked_at = self->clock().now();
-      sluice::admit(self, path, wait_timeout, [=](auto result) {
-        auto waited = std::chrono::duration_cast<ms>(self->clock().now()
-                                                     - self->state.asked_at);
-        if (!result) {
-          auto tier = sluice::busy_tier(result.error());
-          out->say("{:<8} tool_busy ({}): waited {} ms on the {} tier",
-                   plan.name, sluice::describe(sluice::errc::tool_busy).json_code,
-                   waited.count(),
-                   tier ? sluice::to_string(*tier) : "(unknown)");
-          self->send(done, finish_atom::value);
-          self->quit();
-          return;
-        }
-        self->state.ticket = std::move(*result);
-        if (waited < 5ms)
-          out->say("{:<8} admitted at once, works {} ms", plan.name,
-                   plan.hold.count());
-        else
-          out->say("{:<8} admitted after waiting {} ms, works {} ms",
-                   plan.name, waited.count(), plan.hold.count());
-        self->delayed_send(self, plan.hold, finish_atom::value);
-      });
-    },
-    [=](finish_atom) {
-      self->state.ticket.release(self);
-      out->say("{:<8} done, permits returned", plan.name);
-      self->send(done, finish_atom::value);
-      self->quit();
-    },
+      [=](start_atom) {
+        self->state.asked_at = self->clock().now();
+        sluice::admit(self, path, wait_timeout, [=](auto result) {
+          auto waited = std::chrono::duration_cast<ms>(self->clock().now() -
+                                                       self->state.asked_at);
+          if (!result) {
+            auto tier = sluice::busy_tier(result.error());
+            out->say(
+                "{:<8} tool_busy ({}): waited {} ms on the {} tier", plan.name,
+                sluice::describe(sluice::errc::tool_busy).json_code,
+                waited.count(), tier ? sluice::to_string(*tier) : "(unknown)");
+            self->send(done, finish_atom::value);
+            self->quit();
+            return;
+          }
+          self->state.ticket = std::move(*result);
+          if (waited < 5ms)
+            out->say("{:<8} admitted at once, works {} ms", plan.name,
+                     plan.hold.count());
+          else
+            out->say("{:<8} admitted after waiting {} ms, works {} ms",
+                     plan.name, waited.count(), plan.hold.count());
+          self->delayed_send(self, plan.hold, finish_atom::value);
+        });
+      },
+      [=](finish_atom) {
+        self->state.ticket.release(self);
+        out->say("{:<8} done, permits returned", plan.name);
+        self->send(done, finish_atom::value);
+        self->quit();
+      },
   };
 }
 
 // Prints every tier; returns whether all permits are back.
 bool print_tiers(
-  const std::vector<std::pair<std::string, sluice::tier_handle>>& tiers) {
+    const std::vector<std::pair<std::string, sluice::tier_handle>>& tiers) {
   bool all_back = true;
   for (auto& [label, t] : tiers) {
     auto s = t.status();
@@ -126,12 +126,12 @@ int run_demo(caf::actor_system& sys) {
              std::chrono::duration_cast<ms>(cfg.wait_timeout).count());
 
   std::vector<planned_call> plan{
-    {"alice#1", "alice", 0ms, 300ms},
-    {"bob#1", "bob", 0ms, 1500ms},
-    {"carol#1", "carol", 0ms, 1500ms},
-    {"dave#1", "dave", 50ms, 500ms},  // global full: waits for alice#1
-    {"alice#2", "alice", 100ms, 200ms}, // waits on session, then global
-    {"bob#2", "bob", 150ms, 200ms},     // bob#1 holds bob's session
+      {"alice#1", "alice", 0ms, 300ms},
+      {"bob#1", "bob", 0ms, 1500ms},
+      {"carol#1", "carol", 0ms, 1500ms},
+      {"dave#1", "dave", 50ms, 500ms},    // global full: waits for alice#1
+      {"alice#2", "alice", 100ms, 200ms}, // waits on session, then global
+      {"bob#2", "bob", 150ms, 200ms},     // bob#1 holds bob's session
   };
   std::map<std::string, sluice::tier_handle> sessions;
   for (auto& c : plan)
@@ -148,7 +148,7 @@ int run_demo(caf::actor_system& sys) {
     self->receive([](finish_atom) {});
 
   std::vector<std::pair<std::string, sluice::tier_handle>> all{
-    {"global", tiers.global()}, {"connection", connection}};
+      {"global", tiers.global()}, {"connection", connection}};
   for (auto& [name, tier] : sessions)
     all.emplace_back("session " + name, tier);
   fmt::print("\nAfter every call ended:\n");

@@ -6,12 +6,12 @@ namespace sluice {
 
 std::string_view to_string(tier_kind x) noexcept {
   switch (x) {
-    case tier_kind::session:
-      return "session";
-    case tier_kind::connection:
-      return "connection";
-    case tier_kind::global:
-      return "global";
+  case tier_kind::session:
+    return "session";
+  case tier_kind::connection:
+    return "connection";
+  case tier_kind::global:
+    return "global";
   }
   return "unknown";
 }

@@ -11,25 +11,25 @@
 
 CAF_BEGIN_TYPE_ID_BLOCK(sluice, caf::first_custom_type_id)
 
-  // -- admission ------------------------------------------------------------
+// -- admission ------------------------------------------------------------
 
-  /// `(acquire_atom, time_point deadline) -> permit_id`: ask a tier owner for
-  /// a permit for the sender, waiting FIFO until `deadline` at the latest.
-  /// Fails with `tool_busy` naming the tier.
-  CAF_ADD_ATOM(sluice, sluice, acquire_atom, "acquire")
+/// `(acquire_atom, time_point deadline) -> permit_id`: ask a tier owner for
+/// a permit for the sender, waiting FIFO until `deadline` at the latest.
+/// Fails with `tool_busy` naming the tier.
+CAF_ADD_ATOM(sluice, sluice, acquire_atom, "acquire")
 
-  /// `(wake_atom)`: a permit came back while waiters were queued.
-  CAF_ADD_ATOM(sluice, sluice, wake_atom, "wake")
+/// `(wake_atom)`: a permit came back while waiters were queued.
+CAF_ADD_ATOM(sluice, sluice, wake_atom, "wake")
 
-  /// `(expire_atom, uint64_t waiter)`: the deadline timer of one waiter.
-  /// Stale timers (the waiter already left) are ignored.
-  CAF_ADD_ATOM(sluice, sluice, expire_atom, "expire")
+/// `(expire_atom, uint64_t waiter)`: the deadline timer of one waiter.
+/// Stale timers (the waiter already left) are ignored.
+CAF_ADD_ATOM(sluice, sluice, expire_atom, "expire")
 
-  /// `(status_atom) -> tier_status`: current counts of a tier.
-  CAF_ADD_ATOM(sluice, sluice, status_atom, "status")
+/// `(status_atom) -> tier_status`: current counts of a tier.
+CAF_ADD_ATOM(sluice, sluice, status_atom, "status")
 
-  CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))
-  CAF_ADD_TYPE_ID(sluice, (sluice::time_point))
+CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))
+CAF_ADD_TYPE_ID(sluice, (sluice::time_point))
 
 CAF_END_TYPE_ID_BLOCK(sluice)
 

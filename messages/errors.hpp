@@ -62,8 +62,8 @@ caf::error make_error(errc x, Ts&&... context) {
 
 /// Returns whether `err` is the Sluice error `x`.
 inline bool is(const caf::error& err, errc x) noexcept {
-  return err && err.category() == error_category
-         && err.code() == static_cast<uint8_t>(x);
+  return err && err.category() == error_category &&
+         err.code() == static_cast<uint8_t>(x);
 }
 
 /// Registers the `sluice` category so CAF prints our errors by name.

@@ -12,8 +12,8 @@ namespace {
 void check_cap(const char* key, int64_t value) {
   constexpr auto max = static_cast<int64_t>(policy::tier_counter::max_cap);
   if (value < 1 || value > max)
-    throw config_error(key, "must be an integer in [1, " + std::to_string(max)
-                              + "], got " + std::to_string(value));
+    throw config_error(key, "must be an integer in [1, " + std::to_string(max) +
+                                "], got " + std::to_string(value));
 }
 
 } // namespace
@@ -25,8 +25,8 @@ void validate(const admission_config& cfg) {
   if (cfg.wait_timeout <= duration::zero()) {
     auto ms = std::chrono::duration<double, std::milli>(cfg.wait_timeout);
     throw config_error("admission.wait_timeout",
-                       "must be positive, got " + std::to_string(ms.count())
-                         + " ms");
+                       "must be positive, got " + std::to_string(ms.count()) +
+                           " ms");
   }
 }
 

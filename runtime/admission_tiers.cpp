@@ -3,7 +3,8 @@
 namespace sluice {
 
 admission_tiers::admission_tiers(caf::actor_system& sys, admission_config cfg)
-  : sys_(sys), cfg_(cfg) {
+    : sys_(sys)
+    , cfg_(cfg) {
   validate(cfg_);
   global_ = spawn_global_tier(sys_, static_cast<uint32_t>(cfg_.global_cap));
 }

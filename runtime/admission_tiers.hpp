@@ -17,14 +17,10 @@ public:
   /// global tier.
   admission_tiers(caf::actor_system& sys, admission_config cfg);
 
-  const admission_config& config() const noexcept {
-    return cfg_;
-  }
+  const admission_config& config() const noexcept { return cfg_; }
 
   /// The process-global tier shared by every call.
-  const tier_handle& global() const noexcept {
-    return global_;
-  }
+  const tier_handle& global() const noexcept { return global_; }
 
   /// A tier for a new session (`session_cap` permits).
   tier_handle new_session() const;

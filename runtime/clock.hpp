@@ -29,7 +29,8 @@ public:
 /// outside actors agree with the actors on what time it is.
 class actor_system_clock final : public clock {
 public:
-  explicit actor_system_clock(caf::actor_system& sys) : sys_(sys) {
+  explicit actor_system_clock(caf::actor_system& sys)
+      : sys_(sys) {
     // nop
   }
 

@@ -10,14 +10,13 @@ namespace sluice {
 class config_error : public std::invalid_argument {
 public:
   config_error(std::string key, const std::string& problem)
-    : std::invalid_argument(key + ": " + problem), key_(std::move(key)) {
+      : std::invalid_argument(key + ": " + problem)
+      , key_(std::move(key)) {
     // nop
   }
 
   /// The dotted key of the refused value, e.g. `admission.session_cap`.
-  const std::string& key() const noexcept {
-    return key_;
-  }
+  const std::string& key() const noexcept { return key_; }
 
 private:
   std::string key_;

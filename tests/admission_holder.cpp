@@ -21,36 +21,36 @@ caf::behavior holder_actor(caf::stateful_actor<holder_state>* self,
                            admission_path path, duration wait_timeout,
                            std::shared_ptr<holder_report> report) {
   return {
-    [=](ask_atom) {
-      // The report keeps the progress alive, and the progress keeps this
-      // callback: capture the report weakly, or a holder killed while waiting
-      // would leave a reference cycle behind.
-      std::weak_ptr<holder_report> weak = report;
-      report->progress = admit(self, path, wait_timeout,
-                               [=](caf::expected<admission_ticket> r) {
-        auto report = weak.lock();
-        if (!report)
-          return;
-        report->decided = true;
-        report->decided_at = self->clock().now();
-        if (r) {
-          report->admitted = true;
-          self->state.ticket = std::move(*r);
-        } else {
-          report->error = std::move(r.error());
-        }
+      [=](ask_atom) {
+        // The report keeps the progress alive, and the progress keeps this
+        // callback: capture the report weakly, or a holder killed while waiting
+        // would leave a reference cycle behind.
+        std::weak_ptr<holder_report> weak = report;
+        report->progress = admit(self, path, wait_timeout,
+                                 [=](caf::expected<admission_ticket> r) {
+                                   auto report = weak.lock();
+                                   if (!report)
+                                     return;
+                                   report->decided = true;
+                                   report->decided_at = self->clock().now();
+                                   if (r) {
+                                     report->admitted = true;
+                                     self->state.ticket = std::move(*r);
+                                   } else {
+                                     report->error = std::move(r.error());
+                                   }
+                                   refresh(*report, self->state.ticket);
+                                 });
+      },
+      [=](give_back_atom) {
+        self->state.ticket.release(self);
         refresh(*report, self->state.ticket);
-      });
-    },
-    [=](give_back_atom) {
-      self->state.ticket.release(self);
-      refresh(*report, self->state.ticket);
-    },
-    [=](finish_atom) {
-      self->state.ticket.release(self);
-      refresh(*report, self->state.ticket);
-      self->quit();
-    },
+      },
+      [=](finish_atom) {
+        self->state.ticket.release(self);
+        refresh(*report, self->state.ticket);
+        self->quit();
+      },
   };
 }
 

@@ -46,9 +46,7 @@ struct holder_report {
   }
 
   /// The tier the holder was rejected on, if it got `tool_busy`.
-  std::optional<tier_kind> busy() const {
-    return busy_tier(error);
-  }
+  std::optional<tier_kind> busy() const { return busy_tier(error); }
 };
 
 struct holder {

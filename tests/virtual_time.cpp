@@ -21,8 +21,8 @@ caf::actor_system_config& configure(caf::actor_system_config& cfg) {
 } // namespace
 
 virtual_time_fixture::virtual_time_fixture()
-  : sys(configure(cfg)),
-    sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
+    : sys(configure(cfg))
+    , sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {
   // Pending delayed messages keep their receivers alive; do not wait for
   // them when the system shuts down.
   sys.await_actors_before_shutdown(false);

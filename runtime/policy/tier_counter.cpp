@@ -5,11 +5,12 @@
 
 namespace sluice::policy {
 
-tier_counter::tier_counter(uint32_t cap) : cap_(cap) {
+tier_counter::tier_counter(uint32_t cap)
+    : cap_(cap) {
   if (cap == 0 || cap > max_cap)
-    throw std::invalid_argument("tier cap must be in [1, "
-                                + std::to_string(max_cap) + "], got "
-                                + std::to_string(cap));
+    throw std::invalid_argument("tier cap must be in [1, " +
+                                std::to_string(max_cap) + "], got " +
+                                std::to_string(cap));
 }
 
 bool tier_counter::try_acquire() noexcept {
@@ -43,10 +44,10 @@ bool tier_counter::try_grant_waiter() noexcept {
 
 void tier_counter::remove_waiter() noexcept {
   auto w = word_.load(std::memory_order_relaxed);
-  while (unpack(w).waiting != 0
-         && !word_.compare_exchange_weak(w, w - waiter_unit,
-                                         std::memory_order_acq_rel,
-                                         std::memory_order_relaxed)) {
+  while (unpack(w).waiting != 0 &&
+         !word_.compare_exchange_weak(w, w - waiter_unit,
+                                      std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
     // retry with the refreshed word
   }
 }

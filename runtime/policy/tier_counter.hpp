@@ -41,9 +41,7 @@ public:
   tier_counter(const tier_counter&) = delete;
   tier_counter& operator=(const tier_counter&) = delete;
 
-  uint32_t cap() const noexcept {
-    return cap_;
-  }
+  uint32_t cap() const noexcept { return cap_; }
 
   snapshot load() const noexcept {
     return unpack(word_.load(std::memory_order_acquire));

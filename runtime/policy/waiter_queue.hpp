@@ -58,13 +58,9 @@ public:
     return result;
   }
 
-  bool empty() const noexcept {
-    return index_.empty();
-  }
+  bool empty() const noexcept { return index_.empty(); }
 
-  size_t size() const noexcept {
-    return index_.size();
-  }
+  size_t size() const noexcept { return index_.size(); }
 
   /// Calls `f(id, waiter&)` for every queued waiter in FIFO order.
   template <class F>

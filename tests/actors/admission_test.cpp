@@ -59,7 +59,8 @@ uint32_t waiting(const tier_handle& t) {
 
 } // namespace
 
-TEST_CASE_METHOD(fixture, "a free path admits at once through all three tiers") {
+TEST_CASE_METHOD(fixture,
+                 "a free path admits at once through all three tiers") {
   auto p = path(16, 256, 1024);
   auto h = ask(p);
   REQUIRE(h.report->admitted);
@@ -202,8 +203,7 @@ TEST_CASE_METHOD(fixture,
   CHECK(in_use(p.global) == std::get<2>(before) + 1);
   kill(h);
   CHECK(std::make_tuple(in_use(p.session), in_use(p.connection),
-                        in_use(p.global))
-        == before);
+                        in_use(p.global)) == before);
   CHECK(other.report->admitted);
 }
 

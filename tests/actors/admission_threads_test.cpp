@@ -52,31 +52,31 @@ caf::behavior looping_caller(caf::stateful_actor<loop_state>* self,
   self->state.rounds_left = rounds;
   self->send(self, again_atom::value);
   return {
-    [=](again_atom) {
-      if (self->state.rounds_left-- == 0) {
-        self->quit();
-        return;
-      }
-      admit(self, path, 20ms, [=](caf::expected<admission_ticket> r) {
-        if (r) {
-          ++counts->admitted;
-          if (over_cap(path.session) || over_cap(path.connection)
-              || over_cap(path.global))
-            ++counts->violations;
-          self->state.ticket = std::move(*r);
-          // Hold across one trip through the mailbox, then release.
-          self->send(self, done_atom::value);
-        } else {
-          if (is(r.error(), errc::tool_busy))
-            ++counts->busy;
-          self->send(self, again_atom::value);
+      [=](again_atom) {
+        if (self->state.rounds_left-- == 0) {
+          self->quit();
+          return;
         }
-      });
-    },
-    [=](done_atom) {
-      self->state.ticket.release(self);
-      self->send(self, again_atom::value);
-    },
+        admit(self, path, 20ms, [=](caf::expected<admission_ticket> r) {
+          if (r) {
+            ++counts->admitted;
+            if (over_cap(path.session) || over_cap(path.connection) ||
+                over_cap(path.global))
+              ++counts->violations;
+            self->state.ticket = std::move(*r);
+            // Hold across one trip through the mailbox, then release.
+            self->send(self, done_atom::value);
+          } else {
+            if (is(r.error(), errc::tool_busy))
+              ++counts->busy;
+            self->send(self, again_atom::value);
+          }
+        });
+      },
+      [=](done_atom) {
+        self->state.ticket.release(self);
+        self->send(self, again_atom::value);
+      },
   };
 }
 

@@ -26,10 +26,12 @@ TEST_CASE_METHOD(virtual_time_fixture, "a tier reports its counts") {
   self->send(t.owner, status_atom_v);
   run();
   bool answered = false;
-  self->receive([&](const tier_status& s) {
-    answered = true;
-    CHECK(s.cap == 7);
-  }, caf::after(std::chrono::seconds(0)) >> [] {});
+  self->receive(
+      [&](const tier_status& s) {
+        answered = true;
+        CHECK(s.cap == 7);
+      },
+      caf::after(std::chrono::seconds(0)) >> [] {});
   CHECK(answered);
 }
 

@@ -3,8 +3,8 @@
 #include <set>
 #include <string>
 
-#include <catch2/catch.hpp>
 #include <caf/actor_system_config.hpp>
+#include <catch2/catch.hpp>
 
 #include "messages/admission.hpp"
 
@@ -20,10 +20,10 @@ TEST_CASE("tool_busy is JSON code -32016, HTTP 503") {
 TEST_CASE("every error has a distinct name and JSON code") {
   std::set<int> codes;
   std::set<std::string> names;
-  for (auto x : {errc::tool_busy, errc::all_sources_exhausted,
-                 errc::governance_backend_error, errc::upstream_error,
-                 errc::bad_request, errc::not_found, errc::method_not_allowed,
-                 errc::payload_too_large}) {
+  for (auto x :
+       {errc::tool_busy, errc::all_sources_exhausted,
+        errc::governance_backend_error, errc::upstream_error, errc::bad_request,
+        errc::not_found, errc::method_not_allowed, errc::payload_too_large}) {
     codes.insert(describe(x).json_code);
     names.insert(to_string(x));
   }
@@ -36,7 +36,8 @@ TEST_CASE("every error has a distinct name and JSON code") {
 }
 
 TEST_CASE("a tool_busy error names its tier") {
-  for (auto k : {tier_kind::session, tier_kind::connection, tier_kind::global}) {
+  for (auto k :
+       {tier_kind::session, tier_kind::connection, tier_kind::global}) {
     auto err = tool_busy(k);
     CHECK(is(err, errc::tool_busy));
     REQUIRE(busy_tier(err));

@@ -34,8 +34,8 @@ TEST_CASE("admission defaults are the seed's and valid") {
 }
 
 TEST_CASE("zero or negative caps are refused, naming the key") {
-  for (int64_t bad : {int64_t{0}, int64_t{-1}, int64_t{-1024},
-                      int64_t{1} << 31}) {
+  for (int64_t bad :
+       {int64_t{0}, int64_t{-1}, int64_t{-1024}, int64_t{1} << 31}) {
     admission_config a;
     a.session_cap = bad;
     CHECK(refused_key(a) == "admission.session_cap");

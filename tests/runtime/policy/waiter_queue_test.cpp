@@ -17,7 +17,8 @@ time_point at(std::chrono::milliseconds ms) {
 
 std::vector<int> payloads(queue& q) {
   std::vector<int> out;
-  q.for_each([&](queue::waiter_id, queue::waiter& w) { out.push_back(w.payload); });
+  q.for_each(
+      [&](queue::waiter_id, queue::waiter& w) { out.push_back(w.payload); });
   return out;
 }
 
