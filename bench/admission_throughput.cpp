@@ -6,7 +6,8 @@
 // connections, one global tier with the default caps), every caller runs
 // `rounds` calls: admit, hold the permits across one trip through its
 // mailbox (as a call holds them while it works), release, and a message to
-// itself for the next call. Prints calls per second. Issue 6 moves this to Google Benchmark.
+// itself for the next call. Prints calls per second. Issue 6 moves this to
+// Google Benchmark.
 
 #include <chrono>
 #include <cstdlib>
@@ -42,31 +43,31 @@ caf::behavior caller(caf::stateful_actor<caller_state>* self,
   self->state.left = rounds;
   self->send(self, next_atom::value);
   return {
-    [=](next_atom) {
-      if (self->state.left-- == 0) {
-        self->send(report_to, done_atom::value, self->state.busy,
-                   self->state.waited);
-        self->quit();
-        return;
-      }
-      self->state.in_admit = true;
-      sluice::admit(self, path, timeout, [=](auto r) {
-        if (!self->state.in_admit)
-          ++self->state.waited;
-        if (r) {
-          self->state.ticket = std::move(*r);
-          self->send(self, release_atom::value);
-        } else {
-          ++self->state.busy;
-          self->send(self, next_atom::value);
+      [=](next_atom) {
+        if (self->state.left-- == 0) {
+          self->send(report_to, done_atom::value, self->state.busy,
+                     self->state.waited);
+          self->quit();
+          return;
         }
-      });
-      self->state.in_admit = false;
-    },
-    [=](release_atom) {
-      self->state.ticket.release(self);
-      self->send(self, next_atom::value);
-    },
+        self->state.in_admit = true;
+        sluice::admit(self, path, timeout, [=](auto r) {
+          if (!self->state.in_admit)
+            ++self->state.waited;
+          if (r) {
+            self->state.ticket = std::move(*r);
+            self->send(self, release_atom::value);
+          } else {
+            ++self->state.busy;
+            self->send(self, next_atom::value);
+          }
+        });
+        self->state.in_admit = false;
+      },
+      [=](release_atom) {
+        self->state.ticket.release(self);
+        self->send(self, next_atom::value);
+      },
   };
 }
 

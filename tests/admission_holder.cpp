@@ -56,6 +56,22 @@ caf::behavior holder_actor(caf::stateful_actor<holder_state>* self,
 
 } // namespace
 
+tier_grid tier_grid::spawn(caf::actor_system& sys, size_t n_sessions,
+                           uint32_t session_cap, size_t n_connections,
+                           uint32_t connection_cap, uint32_t global_cap) {
+  tier_grid g;
+  for (size_t i = 0; i < n_sessions; ++i)
+    g.sessions.push_back(spawn_tier(sys, tier_kind::session, session_cap));
+  for (size_t i = 0; i < n_connections; ++i)
+    g.connections.push_back(
+        spawn_tier(sys, tier_kind::connection, connection_cap));
+  g.global = spawn_tier(sys, tier_kind::global, global_cap);
+  g.all = g.sessions;
+  g.all.insert(g.all.end(), g.connections.begin(), g.connections.end());
+  g.all.push_back(g.global);
+  return g;
+}
+
 holder spawn_holder(caf::actor_system& sys, admission_path path,
                     duration wait_timeout) {
   auto report = std::make_shared<holder_report>();

@@ -7,6 +7,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
@@ -52,6 +53,20 @@ struct holder_report {
 struct holder {
   caf::actor actor;
   std::shared_ptr<holder_report> report;
+};
+
+/// Several sessions and connections over one global tier, for tests with
+/// many holders spread over many tiers.
+struct tier_grid {
+  std::vector<tier_handle> sessions;
+  std::vector<tier_handle> connections;
+  tier_handle global;
+  /// Every tier above, sessions first.
+  std::vector<tier_handle> all;
+
+  static tier_grid spawn(caf::actor_system& sys, size_t n_sessions,
+                         uint32_t session_cap, size_t n_connections,
+                         uint32_t connection_cap, uint32_t global_cap);
 };
 
 /// Spawns a holder for `path`. On `ask_atom` it calls `admit`; on

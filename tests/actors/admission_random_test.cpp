@@ -63,15 +63,11 @@ TEST_CASE_METHOD(virtual_time_fixture,
   auto pick = [&](size_t n) {
     return std::uniform_int_distribution<size_t>{0, n - 1}(rng);
   };
-  std::vector<tier_handle> sessions, connections;
-  for (int i = 0; i < 3; ++i)
-    sessions.push_back(spawn_tier(sys, tier_kind::session, 2));
-  for (int i = 0; i < 2; ++i)
-    connections.push_back(spawn_tier(sys, tier_kind::connection, 3));
-  auto global = spawn_tier(sys, tier_kind::global, 4);
-  std::vector<tier_handle> tiers = sessions;
-  tiers.insert(tiers.end(), connections.begin(), connections.end());
-  tiers.push_back(global);
+  auto grid = tier_grid::spawn(sys, 3, 2, 2, 3, 4);
+  const auto& sessions = grid.sessions;
+  const auto& connections = grid.connections;
+  const auto& global = grid.global;
+  const auto& tiers = grid.all;
 
   std::vector<tracked> all;
   auto live_where = [&](auto pred) {

@@ -19,6 +19,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/admission.hpp"
+#include "admission_holder.hpp"
 #include "messages/errors.hpp"
 
 using namespace std::chrono_literals;
@@ -32,11 +33,13 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 struct loop_state {
   admission_ticket ticket;
   int rounds_left = 0;
+  bool in_admit = false;
 };
 
 struct shared_counts {
   std::atomic<int> admitted{0};
   std::atomic<int> busy{0};
+  std::atomic<int> queued{0}; // admissions that waited at a tier owner
   std::atomic<int> violations{0};
 };
 
@@ -57,21 +60,25 @@ caf::behavior looping_caller(caf::stateful_actor<loop_state>* self,
           self->quit();
           return;
         }
+        self->state.in_admit = true;
         admit(self, path, 20ms, [=](caf::expected<admission_ticket> r) {
+          if (!self->state.in_admit)
+            ++counts->queued;
           if (r) {
             ++counts->admitted;
             if (over_cap(path.session) || over_cap(path.connection) ||
                 over_cap(path.global))
               ++counts->violations;
             self->state.ticket = std::move(*r);
-            // Hold across one trip through the mailbox, then release.
-            self->send(self, done_atom::value);
+            // Hold for a moment, so that callers overlap and queue.
+            self->delayed_send(self, 200us, done_atom::value);
           } else {
             if (is(r.error(), errc::tool_busy))
               ++counts->busy;
             self->send(self, again_atom::value);
           }
         });
+        self->state.in_admit = false;
       },
       [=](done_atom) {
         self->state.ticket.release(self);
@@ -87,15 +94,11 @@ TEST_CASE("admission holds every cap on the real scheduler") {
   cfg.set("scheduler.max-threads", size_t{4});
   add_error_category(cfg);
   caf::actor_system sys{cfg};
-  std::vector<tier_handle> sessions, connections;
-  for (int i = 0; i < 4; ++i)
-    sessions.push_back(spawn_tier(sys, tier_kind::session, 3));
-  for (int i = 0; i < 2; ++i)
-    connections.push_back(spawn_tier(sys, tier_kind::connection, 5));
-  auto global = spawn_tier(sys, tier_kind::global, 6);
-  std::vector<tier_handle> tiers = sessions;
-  tiers.insert(tiers.end(), connections.begin(), connections.end());
-  tiers.push_back(global);
+  auto grid = testing::tier_grid::spawn(sys, 4, 3, 2, 5, 6);
+  const auto& sessions = grid.sessions;
+  const auto& connections = grid.connections;
+  const auto& global = grid.global;
+  const auto& tiers = grid.all;
 
   auto counts = std::make_shared<shared_counts>();
   std::vector<caf::actor> callers;
@@ -125,6 +128,9 @@ TEST_CASE("admission holds every cap on the real scheduler") {
   CHECK(counts->violations == 0);
   CHECK(sampled_violations == 0);
   CHECK(counts->admitted > 100);
+  INFO("admitted " << counts->admitted << ", queued " << counts->queued
+                   << ", busy " << counts->busy);
+  CHECK(counts->queued > 0); // the slow path ran too
   // Permits return synchronously when a holder ends; queued waiters of dead
   // holders leave when their tier processes the down message.
   auto deadline = std::chrono::steady_clock::now() + 10s;
