@@ -114,9 +114,9 @@ caf::behavior tier_owner(tier_actor* self, tier_kind kind,
       [self](acquire_atom, time_point deadline) -> caf::result<permit_id> {
         auto& st = self->state;
         auto holder = self->current_sender();
+        // An anonymous sender cannot hold a permit: nobody could observe it.
         if (!holder)
-          return caf::sec::invalid_argument; // an anonymous sender holds
-                                             // nothing
+          return caf::sec::invalid_argument;
         auto now = self->clock().now();
         if (deadline_passed(deadline, now))
           return tool_busy(st.kind);
