@@ -1,0 +1,164 @@
+#include "runtime/policy/breaker_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace sluice::policy {
+
+std::string_view to_string(breaker_state x) noexcept {
+  switch (x) {
+  case breaker_state::closed:
+    return "closed";
+  case breaker_state::open:
+    return "open";
+  case breaker_state::half_open:
+    return "half_open";
+  }
+  return "unknown";
+}
+
+namespace {
+
+[[noreturn]] void refuse(const char* field, const std::string& problem) {
+  throw std::invalid_argument(std::string{field} + ": " + problem);
+}
+
+void check_rate(const char* field, double x) {
+  if (!(x > 0.0 && x <= 1.0))
+    refuse(field, "must be a rate in (0, 1], got " + std::to_string(x));
+}
+
+void check_positive(const char* field, duration d) {
+  if (d <= duration::zero())
+    refuse(field, "must be positive");
+}
+
+} // namespace
+
+void validate(const breaker_config& cfg) {
+  if (cfg.window == breaker_config::window_kind::count && cfg.window_size == 0)
+    refuse("window_size", "must be at least 1");
+  if (cfg.window == breaker_config::window_kind::time) {
+    check_positive("window_span", cfg.window_span);
+    if (cfg.window_buckets == 0)
+      refuse("window_buckets", "must be at least 1");
+  }
+  if (cfg.min_samples == 0)
+    refuse("min_samples", "must be at least 1");
+  check_rate("failure_rate_threshold", cfg.failure_rate_threshold);
+  if (cfg.slow_call)
+    check_positive("slow_call", *cfg.slow_call);
+  check_rate("slow_call_rate_threshold", cfg.slow_call_rate_threshold);
+  check_positive("open_duration", cfg.open_duration);
+  if (!(cfg.open_duration_growth >= 1.0) ||
+      !std::isfinite(cfg.open_duration_growth))
+    refuse("open_duration_growth", "must be a finite factor >= 1");
+  if (cfg.open_duration_max < cfg.open_duration)
+    refuse("open_duration_max", "must be at least open_duration");
+  if (cfg.half_open_probes == 0)
+    refuse("half_open_probes", "must be at least 1");
+}
+
+namespace {
+
+std::variant<count_window, time_window> make_window(const breaker_config& c) {
+  if (c.window == breaker_config::window_kind::count)
+    return count_window{c.window_size};
+  return time_window{c.window_span, c.window_buckets};
+}
+
+} // namespace
+
+breaker_policy::breaker_policy(const breaker_config& cfg)
+    : cfg_((validate(cfg), cfg))
+    , window_(make_window(cfg)) {
+  // nop
+}
+
+window_totals breaker_policy::window(time_point now) const noexcept {
+  if (auto w = std::get_if<count_window>(&window_))
+    return w->totals();
+  return std::get<time_window>(window_).totals(now);
+}
+
+std::optional<breaker_transition> breaker_policy::record(uint64_t generation,
+                                                         bool failed,
+                                                         duration elapsed,
+                                                         time_point now) {
+  if (generation != generation_ || state_ == breaker_state::open)
+    return std::nullopt;
+  if (state_ == breaker_state::half_open) {
+    if (failed) {
+      open(now, now);
+      return breaker_transition{breaker_state::half_open, breaker_state::open,
+                                generation_, now};
+    }
+    consecutive_opens_ = 0;
+    std::visit([](auto& w) { w.clear(); }, window_);
+    return move_to(breaker_state::closed, now);
+  }
+  window_sample s{failed,
+                  !failed && cfg_.slow_call && elapsed > *cfg_.slow_call};
+  if (auto w = std::get_if<count_window>(&window_))
+    w->record(s);
+  else
+    std::get<time_window>(window_).record(now, s);
+  auto t = window(now);
+  if (t.calls < cfg_.min_samples)
+    return std::nullopt;
+  bool too_many_failures = t.failure_rate() >= cfg_.failure_rate_threshold;
+  bool too_slow =
+      cfg_.slow_call && t.slow_rate() >= cfg_.slow_call_rate_threshold;
+  if (!too_many_failures && !too_slow)
+    return std::nullopt;
+  open(now, now);
+  return breaker_transition{breaker_state::closed, breaker_state::open,
+                            generation_, now};
+}
+
+std::optional<breaker_transition>
+breaker_policy::on_open_elapsed(time_point now) {
+  if (state_ != breaker_state::open || !deadline_passed(open_until_, now))
+    return std::nullopt;
+  return move_to(breaker_state::half_open, now);
+}
+
+std::optional<breaker_transition> breaker_policy::open_until(time_point until,
+                                                             time_point now) {
+  if (state_ == breaker_state::open) {
+    open_until_ = std::max(open_until_, until);
+    return std::nullopt;
+  }
+  auto from = state_;
+  open(now, until);
+  return breaker_transition{from, breaker_state::open, generation_, now};
+}
+
+breaker_transition breaker_policy::move_to(breaker_state to, time_point now) {
+  breaker_transition t{state_, to, ++generation_, now};
+  state_ = to;
+  return t;
+}
+
+void breaker_policy::open(time_point now, time_point at_least) {
+  ++consecutive_opens_;
+  state_ = breaker_state::open;
+  ++generation_;
+  open_until_ = std::max(now + next_open_duration(), at_least);
+  std::visit([](auto& w) { w.clear(); }, window_);
+}
+
+duration breaker_policy::next_open_duration() const noexcept {
+  // open_duration * growth^(consecutive_opens - 1), capped.
+  double factor = std::pow(cfg_.open_duration_growth,
+                           static_cast<double>(consecutive_opens_ - 1));
+  auto max = std::chrono::duration<double>(cfg_.open_duration_max);
+  auto grown = std::chrono::duration<double>(cfg_.open_duration) * factor;
+  if (!(grown < max))
+    return cfg_.open_duration_max;
+  return std::chrono::duration_cast<duration>(grown);
+}
+
+} // namespace sluice::policy

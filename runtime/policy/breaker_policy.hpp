@@ -1,0 +1,114 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <variant>
+
+#include "runtime/policy/outcome_window.hpp"
+#include "runtime/policy/time.hpp"
+
+namespace sluice::policy {
+
+/// The three states of a circuit breaker (SPEC §2).
+enum class breaker_state : uint8_t {
+  closed,
+  open,
+  half_open,
+};
+
+std::string_view to_string(breaker_state x) noexcept;
+
+/// Settings of one breaker. Defaults follow resilience4j where it is sane and
+/// are smaller where its defaults are known to hurt (a 60 s wait, 100 calls
+/// before any verdict).
+struct breaker_config {
+  enum class window_kind : uint8_t { count, time };
+
+  window_kind window = window_kind::count;
+  /// Count window: the last `window_size` outcomes.
+  uint32_t window_size = 50;
+  /// Time window: the last `window_span`, in `window_buckets` buckets.
+  duration window_span = std::chrono::seconds{30};
+  uint32_t window_buckets = 10;
+  /// No verdict before the window holds this many outcomes.
+  uint32_t min_samples = 10;
+  /// Opens when the failure rate in the window reaches this, in (0, 1].
+  double failure_rate_threshold = 0.5;
+  /// Successes slower than this count as slow calls (off when empty).
+  std::optional<duration> slow_call;
+  /// Opens when the slow-call rate reaches this, in (0, 1].
+  double slow_call_rate_threshold = 1.0;
+  /// How long the breaker stays open before it lets a probe through.
+  duration open_duration = std::chrono::seconds{30};
+  /// Each consecutive re-opening multiplies the open duration by this (>= 1),
+  /// up to `open_duration_max`.
+  double open_duration_growth = 1.0;
+  duration open_duration_max = std::chrono::minutes{5};
+  /// Probes allowed at once in half-open.
+  uint32_t half_open_probes = 1;
+};
+
+/// Throws `std::invalid_argument` naming the field (e.g.
+/// `failure_rate_threshold`) of the first nonsense setting.
+void validate(const breaker_config& cfg);
+
+/// A state change, as the breaker announces it.
+struct breaker_transition {
+  breaker_state from;
+  breaker_state to;
+  /// The generation entered by this transition.
+  uint64_t generation;
+  time_point at;
+};
+
+/// The breaker's state machine, without actors, clocks or I/O: every method
+/// takes the current time. Every transition starts a new *generation*;
+/// outcomes carry the generation they were admitted under, and outcomes from
+/// another generation never move the state (a call started while closed that
+/// finishes during half-open is not a probe).
+class breaker_policy {
+public:
+  /// `cfg` must pass `validate`.
+  explicit breaker_policy(const breaker_config& cfg);
+
+  breaker_state state() const noexcept { return state_; }
+
+  uint64_t generation() const noexcept { return generation_; }
+
+  /// When an open breaker will let a probe through.
+  time_point open_until() const noexcept { return open_until_; }
+
+  /// Current window counts (closed state).
+  window_totals window(time_point now) const noexcept;
+
+  /// Records the outcome of a call admitted under `generation`. `failed` is
+  /// the outcome class (the source's classification decides what fails);
+  /// `elapsed` is the call's duration, for the slow-call rule.
+  /// In half-open the outcome is the probe's verdict.
+  std::optional<breaker_transition> record(uint64_t generation, bool failed,
+                                           duration elapsed, time_point now);
+
+  /// Open -> half-open once `open_until()` has passed; nothing otherwise.
+  std::optional<breaker_transition> on_open_elapsed(time_point now);
+
+  /// The upstream said "not before `until`" (Retry-After on a 503): open now
+  /// (if not open) and stay open until at least `until`. A later instant
+  /// always wins over an earlier one.
+  std::optional<breaker_transition> open_until(time_point until,
+                                               time_point now);
+
+private:
+  breaker_transition move_to(breaker_state to, time_point now);
+  void open(time_point now, time_point at_least);
+  duration next_open_duration() const noexcept;
+
+  breaker_config cfg_;
+  breaker_state state_ = breaker_state::closed;
+  uint64_t generation_ = 1;
+  time_point open_until_{};
+  uint32_t consecutive_opens_ = 0;
+  std::variant<count_window, time_window> window_;
+};
+
+} // namespace sluice::policy

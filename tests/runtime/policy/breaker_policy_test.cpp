@@ -1,0 +1,218 @@
+#include "runtime/policy/breaker_policy.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+using namespace sluice::policy;
+using sluice::duration;
+using sluice::time_point;
+
+namespace {
+
+const time_point t0 = time_point{} + 1h;
+
+breaker_config count_config() {
+  breaker_config c;
+  c.window_size = 10;
+  c.min_samples = 5;
+  c.failure_rate_threshold = 0.5;
+  c.open_duration = 30s;
+  return c;
+}
+
+// Records `n` outcomes at `at` under the current generation.
+std::optional<breaker_transition> record_n(breaker_policy& b, int n,
+                                           bool failed, time_point at,
+                                           duration elapsed = 10ms) {
+  std::optional<breaker_transition> last;
+  for (int i = 0; i < n; ++i)
+    if (auto t = b.record(b.generation(), failed, elapsed, at))
+      last = t;
+  return last;
+}
+
+std::string refusal(const breaker_config& c) {
+  try {
+    validate(c);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("min_samples - 1 failures never open the breaker") {
+  breaker_policy b{count_config()};
+  CHECK_FALSE(record_n(b, 4, true, t0));
+  CHECK(b.state() == breaker_state::closed);
+  // The fifth outcome reaches min_samples: 5 of 5 failed.
+  auto t = record_n(b, 1, true, t0);
+  REQUIRE(t);
+  CHECK(t->from == breaker_state::closed);
+  CHECK(t->to == breaker_state::open);
+  CHECK(b.state() == breaker_state::open);
+}
+
+TEST_CASE("a failure rate exactly at the threshold opens, just below stays "
+          "closed") {
+  SECTION("below: 4 of 10 failed") {
+    breaker_policy b{count_config()};
+    record_n(b, 6, false, t0);
+    CHECK_FALSE(record_n(b, 4, true, t0));
+    CHECK(b.state() == breaker_state::closed);
+  }
+  SECTION("at: 5 of 10 failed") {
+    breaker_policy b{count_config()};
+    record_n(b, 5, false, t0);
+    CHECK_FALSE(record_n(b, 4, true, t0));
+    CHECK(record_n(b, 1, true, t0));
+    CHECK(b.state() == breaker_state::open);
+  }
+}
+
+TEST_CASE("time window: failures that aged out do not count") {
+  auto c = count_config();
+  c.window = breaker_config::window_kind::time;
+  c.window_span = 10s;
+  c.window_buckets = 10;
+  breaker_policy b{c};
+  record_n(b, 4, true, t0);
+  // 10 s later those four have aged out; four more are not min_samples.
+  CHECK_FALSE(record_n(b, 4, true, t0 + 10s));
+  CHECK(b.window(t0 + 10s).calls == 4);
+  // A fifth failure within the window opens it.
+  CHECK(record_n(b, 1, true, t0 + 11s));
+}
+
+TEST_CASE("open turns half-open after exactly open_duration") {
+  breaker_policy b{count_config()};
+  record_n(b, 5, true, t0);
+  REQUIRE(b.state() == breaker_state::open);
+  CHECK(b.open_until() == t0 + 30s);
+  CHECK_FALSE(b.on_open_elapsed(t0 + 30s - 1ns));
+  auto t = b.on_open_elapsed(t0 + 30s);
+  REQUIRE(t);
+  CHECK(t->to == breaker_state::half_open);
+  CHECK(b.state() == breaker_state::half_open);
+}
+
+TEST_CASE("open duration grows on consecutive re-openings, up to its cap") {
+  auto c = count_config();
+  c.open_duration_growth = 2.0;
+  c.open_duration_max = 100s;
+  breaker_policy b{c};
+  record_n(b, 5, true, t0);
+  auto now = t0;
+  std::vector<duration> seen;
+  for (int i = 0; i < 4; ++i) {
+    seen.push_back(b.open_until() - now);
+    now = b.open_until();
+    REQUIRE(b.on_open_elapsed(now));
+    REQUIRE(b.record(b.generation(), true, 1ms, now)); // the probe fails
+  }
+  CHECK(seen == std::vector<duration>{30s, 60s, 100s, 100s});
+  // A successful probe resets the growth.
+  now = b.open_until();
+  b.on_open_elapsed(now);
+  REQUIRE(b.record(b.generation(), false, 1ms, now));
+  record_n(b, 5, true, now);
+  CHECK(b.open_until() - now == 30s);
+}
+
+TEST_CASE("open until a server-given instant; a later instant wins") {
+  breaker_policy b{count_config()};
+  auto t = b.open_until(t0 + 120s, t0);
+  REQUIRE(t);
+  CHECK(t->to == breaker_state::open);
+  CHECK(b.open_until() == t0 + 120s);
+  CHECK_FALSE(b.open_until(t0 + 60s, t0 + 1s)); // earlier: ignored
+  CHECK(b.open_until() == t0 + 120s);
+  b.open_until(t0 + 200s, t0 + 2s); // later: extends
+  CHECK(b.open_until() == t0 + 200s);
+  CHECK_FALSE(b.on_open_elapsed(t0 + 199s));
+  CHECK(b.on_open_elapsed(t0 + 200s));
+}
+
+TEST_CASE("probe success closes with a cleared window; failure re-opens with "
+          "a new generation") {
+  breaker_policy b{count_config()};
+  record_n(b, 5, true, t0);
+  b.on_open_elapsed(t0 + 30s);
+  auto gen = b.generation();
+  SECTION("success") {
+    auto t = b.record(gen, false, 1ms, t0 + 31s);
+    REQUIRE(t);
+    CHECK(t->to == breaker_state::closed);
+    CHECK(t->generation > gen);
+    CHECK(b.window(t0 + 31s).calls == 0);
+    CHECK_FALSE(record_n(b, 4, true, t0 + 31s)); // a fresh min_samples
+  }
+  SECTION("failure") {
+    auto t = b.record(gen, true, 1ms, t0 + 31s);
+    REQUIRE(t);
+    CHECK(t->to == breaker_state::open);
+    CHECK(t->generation > gen);
+    CHECK(b.generation() == t->generation);
+  }
+}
+
+TEST_CASE("an outcome from an earlier generation never moves the state") {
+  breaker_policy b{count_config()};
+  auto closed_gen = b.generation();
+  record_n(b, 5, true, t0);
+  b.on_open_elapsed(t0 + 30s);
+  REQUIRE(b.state() == breaker_state::half_open);
+  // A call admitted while closed fails now: it is not the probe.
+  CHECK_FALSE(b.record(closed_gen, true, 1ms, t0 + 31s));
+  CHECK(b.state() == breaker_state::half_open);
+  // Nor does a late success close it.
+  CHECK_FALSE(b.record(closed_gen, false, 1ms, t0 + 31s));
+  CHECK(b.state() == breaker_state::half_open);
+}
+
+TEST_CASE("slow successes open the breaker by the slow-call rule") {
+  auto c = count_config();
+  c.slow_call = 2s;
+  c.slow_call_rate_threshold = 0.8;
+  breaker_policy b{c};
+  record_n(b, 3, false, t0, 3s);
+  CHECK(b.window(t0).slow == 3);
+  CHECK_FALSE(record_n(b, 1, false, t0, 1s)); // 3 of 4 slow, below min
+  CHECK(record_n(b, 1, false, t0, 5s));       // 4 of 5 slow = 0.8
+  CHECK(b.state() == breaker_state::open);
+}
+
+TEST_CASE("nonsense breaker settings are refused, naming the field") {
+  auto c = count_config();
+  c.failure_rate_threshold = 1.5;
+  CHECK(refusal(c).rfind("failure_rate_threshold:", 0) == 0);
+  c = count_config();
+  c.failure_rate_threshold = 0;
+  CHECK(refusal(c).rfind("failure_rate_threshold:", 0) == 0);
+  c = count_config();
+  c.window_size = 0;
+  CHECK(refusal(c).rfind("window_size:", 0) == 0);
+  c = count_config();
+  c.open_duration = -1s;
+  CHECK(refusal(c).rfind("open_duration:", 0) == 0);
+  c = count_config();
+  c.open_duration_growth = 0.5;
+  CHECK(refusal(c).rfind("open_duration_growth:", 0) == 0);
+  c = count_config();
+  c.min_samples = 0;
+  CHECK(refusal(c).rfind("min_samples:", 0) == 0);
+  c = count_config();
+  c.window = breaker_config::window_kind::time;
+  c.window_span = 0s;
+  CHECK(refusal(c).rfind("window_span:", 0) == 0);
+  c = count_config();
+  c.half_open_probes = 0;
+  CHECK(refusal(c).rfind("half_open_probes:", 0) == 0);
+  CHECK_THROWS_AS(breaker_policy{c}, std::invalid_argument);
+  CHECK(refusal(count_config()).empty());
+}
