@@ -124,7 +124,7 @@ TEST_CASE("open duration grows on consecutive re-openings, up to its cap") {
   CHECK(b.open_until() - now == 30s);
 }
 
-TEST_CASE("open until a server-given instant; a later instant wins") {
+TEST_CASE("open until a server-given instant, where a later instant wins") {
   breaker_policy b{count_config()};
   auto t = b.open_until(t0 + 120s, t0);
   REQUIRE(t);
@@ -138,7 +138,7 @@ TEST_CASE("open until a server-given instant; a later instant wins") {
   CHECK(b.on_open_elapsed(t0 + 200s));
 }
 
-TEST_CASE("probe success closes with a cleared window; failure re-opens with "
+TEST_CASE("probe success closes with a cleared window, failure re-opens with "
           "a new generation") {
   breaker_policy b{count_config()};
   record_n(b, 5, true, t0);
