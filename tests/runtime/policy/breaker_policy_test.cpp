@@ -188,31 +188,36 @@ TEST_CASE("slow successes open the breaker by the slow-call rule") {
 }
 
 TEST_CASE("nonsense breaker settings are refused, naming the field") {
-  auto c = count_config();
-  c.failure_rate_threshold = 1.5;
-  CHECK(refusal(c).rfind("failure_rate_threshold:", 0) == 0);
-  c = count_config();
-  c.failure_rate_threshold = 0;
-  CHECK(refusal(c).rfind("failure_rate_threshold:", 0) == 0);
-  c = count_config();
-  c.window_size = 0;
-  CHECK(refusal(c).rfind("window_size:", 0) == 0);
-  c = count_config();
-  c.open_duration = -1s;
-  CHECK(refusal(c).rfind("open_duration:", 0) == 0);
-  c = count_config();
-  c.open_duration_growth = 0.5;
-  CHECK(refusal(c).rfind("open_duration_growth:", 0) == 0);
-  c = count_config();
-  c.min_samples = 0;
-  CHECK(refusal(c).rfind("min_samples:", 0) == 0);
-  c = count_config();
-  c.window = breaker_config::window_kind::time;
-  c.window_span = 0s;
-  CHECK(refusal(c).rfind("window_span:", 0) == 0);
-  c = count_config();
-  c.half_open_probes = 0;
-  CHECK(refusal(c).rfind("half_open_probes:", 0) == 0);
-  CHECK_THROWS_AS(breaker_policy{c}, std::invalid_argument);
+  using edit = void (*)(breaker_config&);
+  struct bad_setting {
+    const char* field;
+    edit apply;
+  };
+  const bad_setting cases[] = {
+      {"failure_rate_threshold",
+       [](auto& c) { c.failure_rate_threshold = 1.5; }},
+      {"failure_rate_threshold", [](auto& c) { c.failure_rate_threshold = 0; }},
+      {"slow_call_rate_threshold",
+       [](auto& c) { c.slow_call_rate_threshold = -0.1; }},
+      {"window_size", [](auto& c) { c.window_size = 0; }},
+      {"open_duration", [](auto& c) { c.open_duration = -1s; }},
+      {"open_duration_growth", [](auto& c) { c.open_duration_growth = 0.5; }},
+      {"open_duration_max", [](auto& c) { c.open_duration_max = 1s; }},
+      {"min_samples", [](auto& c) { c.min_samples = 0; }},
+      {"window_span",
+       [](auto& c) {
+         c.window = breaker_config::window_kind::time;
+         c.window_span = 0s;
+       }},
+      {"slow_call", [](auto& c) { c.slow_call = -2s; }},
+      {"half_open_probes", [](auto& c) { c.half_open_probes = 0; }},
+  };
+  for (const auto& bad : cases) {
+    auto c = count_config();
+    bad.apply(c);
+    INFO("field " << bad.field);
+    CHECK(refusal(c).rfind(std::string{bad.field} + ":", 0) == 0);
+    CHECK_THROWS_AS(breaker_policy{c}, std::invalid_argument);
+  }
   CHECK(refusal(count_config()).empty());
 }
