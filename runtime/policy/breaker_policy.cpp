@@ -7,6 +7,22 @@
 
 namespace sluice::policy {
 
+std::string_view to_string(outcome_kind x) noexcept {
+  switch (x) {
+  case outcome_kind::ok:
+    return "ok";
+  case outcome_kind::rate_limited:
+    return "rate_limited";
+  case outcome_kind::transient:
+    return "transient";
+  case outcome_kind::timeout:
+    return "timeout";
+  case outcome_kind::permanent:
+    return "permanent";
+  }
+  return "unknown";
+}
+
 std::string_view to_string(breaker_state x) noexcept {
   switch (x) {
   case breaker_state::closed:

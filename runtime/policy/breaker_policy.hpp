@@ -5,6 +5,7 @@
 #include <string_view>
 #include <variant>
 
+#include "runtime/policy/outcome.hpp"
 #include "runtime/policy/outcome_window.hpp"
 #include "runtime/policy/time.hpp"
 
@@ -47,6 +48,8 @@ struct breaker_config {
   duration open_duration_max = std::chrono::minutes{5};
   /// Probes allowed at once in half-open.
   uint32_t half_open_probes = 1;
+  /// Which outcomes count as failures, successes or not at all.
+  outcome_classes classes;
 };
 
 /// Throws `std::invalid_argument` naming the field (e.g.
@@ -78,6 +81,13 @@ public:
 
   /// When an open breaker will let a probe through.
   time_point open_until() const noexcept { return open_until_; }
+
+  const breaker_config& config() const noexcept { return cfg_; }
+
+  /// How outcome `k` counts for this breaker.
+  outcome_class classify(outcome_kind k) const noexcept {
+    return cfg_.classes.of(k);
+  }
 
   /// Current window counts (closed state).
   window_totals window(time_point now) const noexcept;

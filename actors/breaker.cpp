@@ -1,0 +1,226 @@
+#include "actors/breaker.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "messages/atoms.hpp"
+
+namespace sluice {
+
+namespace {
+
+// A half-open probe in flight: who holds it and when it lapses.
+struct probe_lease {
+  lease_id id;
+  caf::actor_addr holder;
+  time_point expires;
+};
+
+struct breaker_actor_state {
+  std::string source;
+  std::optional<policy::breaker_policy> machine;
+  std::shared_ptr<policy::breaker_mirror> mirror;
+  std::vector<probe_lease> leases;
+  lease_id next_lease = 1;
+  std::vector<caf::actor> subscribers;
+
+  static inline const char* name = "sluice.breaker";
+};
+
+using breaker_actor = caf::stateful_actor<breaker_actor_state>;
+
+breaker_status status_of(breaker_actor* self) {
+  auto& st = self->state;
+  auto& m = *st.machine;
+  auto w = m.window(self->clock().now());
+  return {st.source,
+          m.state(),
+          m.generation(),
+          m.open_until(),
+          w.calls,
+          w.failures,
+          static_cast<uint32_t>(st.leases.size()),
+          static_cast<uint32_t>(st.subscribers.size())};
+}
+
+void drop_lease(breaker_actor* self, std::vector<probe_lease>::iterator i) {
+  auto holder = i->holder;
+  self->state.leases.erase(i);
+  // Stop observing the holder unless it still holds another lease or
+  // subscribes (each monitor() call adds one observer; remove one).
+  self->demonitor(holder);
+}
+
+std::vector<probe_lease>::iterator find_lease(breaker_actor* self,
+                                              lease_id id) {
+  auto& ls = self->state.leases;
+  return std::find_if(ls.begin(), ls.end(),
+                      [id](const probe_lease& l) { return l.id == id; });
+}
+
+// Makes a transition visible: mirror first (after the authoritative state,
+// release ordering), then timers and leases, then subscribers in order.
+void announce(breaker_actor* self, const policy::breaker_transition& t) {
+  auto& st = self->state;
+  st.mirror->publish(t.to, t.generation);
+  if (t.from == breaker_state::half_open)
+    while (!st.leases.empty())
+      drop_lease(self, st.leases.begin());
+  if (t.to == breaker_state::open)
+    self->delayed_send(self, st.machine->open_until() - t.at, half_open_atom_v,
+                       t.generation);
+  breaker_event ev{st.source, t.from, t.to, t.generation, t.at};
+  for (auto& sub : st.subscribers)
+    self->send(sub, ev);
+}
+
+void announce_if(breaker_actor* self,
+                 const std::optional<policy::breaker_transition>& t) {
+  if (t)
+    announce(self, *t);
+}
+
+breaker_verdict allow(breaker_actor* self) {
+  auto& st = self->state;
+  auto& m = *st.machine;
+  auto now = self->clock().now();
+  // The half-open timer may still be in the mailbox behind this request.
+  announce_if(self, m.on_open_elapsed(now));
+  using decision = breaker_verdict::decision;
+  switch (m.state()) {
+  case breaker_state::closed:
+    return {decision::go, m.generation(), 0, {}};
+  case breaker_state::open:
+    return {decision::rejected, m.generation(), 0, m.open_until()};
+  case breaker_state::half_open:
+    break;
+  }
+  auto holder = self->current_sender();
+  if (holder == nullptr || st.leases.size() >= m.config().half_open_probes) {
+    auto soonest = now + m.config().open_duration;
+    for (auto& l : st.leases)
+      soonest = std::min(soonest, l.expires);
+    return {decision::rejected, m.generation(), 0, soonest};
+  }
+  // The lease lapses after one open period, so a hung probe delays recovery
+  // by at most that; a holder that dies frees it at once (monitor).
+  probe_lease lease{st.next_lease++, caf::actor_cast<caf::actor_addr>(holder),
+                    now + m.config().open_duration};
+  st.leases.push_back(lease);
+  self->monitor(holder);
+  self->delayed_send(self, m.config().open_duration, lease_expire_atom_v,
+                     lease.id);
+  return {decision::probe, m.generation(), lease.id, {}};
+}
+
+void record(breaker_actor* self, const call_outcome& out) {
+  auto& st = self->state;
+  auto& m = *st.machine;
+  auto now = self->clock().now();
+  if (m.state() == breaker_state::half_open) {
+    // Only a live lease's holder speaks for the probe; a lapsed probe's late
+    // outcome (same generation, lease gone) is ignored.
+    auto i = find_lease(self, out.lease);
+    if (out.lease == 0 || i == st.leases.end() ||
+        out.generation != m.generation())
+      return;
+    drop_lease(self, i);
+  }
+  auto cls = m.classify(out.kind);
+  bool current = out.generation == m.generation();
+  if (cls != policy::outcome_class::ignored)
+    announce_if(self,
+                m.record(out.generation, cls == policy::outcome_class::failure,
+                         out.elapsed, now));
+  // The upstream's "not before" (Retry-After on a 503): it opens the breaker
+  // if the outcome is current, and extends an open period whatever the
+  // outcome's generation, since extending moves no state and a later
+  // instant must win over an earlier one.
+  if (cls == policy::outcome_class::failure && out.retry_after &&
+      (current || m.state() == breaker_state::open))
+    announce_if(self, m.open_until(*out.retry_after, now));
+}
+
+caf::behavior breaker_behavior(breaker_actor* self, std::string source,
+                               policy::breaker_config cfg,
+                               std::shared_ptr<policy::breaker_mirror> mirror) {
+  auto& st = self->state;
+  st.source = std::move(source);
+  st.machine.emplace(cfg);
+  st.mirror = std::move(mirror);
+  st.mirror->publish(st.machine->state(), st.machine->generation());
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    // A probe holder that died frees its lease at once.
+    st.leases.erase(std::remove_if(st.leases.begin(), st.leases.end(),
+                                   [&](const probe_lease& l) {
+                                     return l.holder == dm.source;
+                                   }),
+                    st.leases.end());
+    // A dead subscriber is dropped.
+    st.subscribers.erase(std::remove_if(st.subscribers.begin(),
+                                        st.subscribers.end(),
+                                        [&](const caf::actor& s) {
+                                          return s.address() == dm.source;
+                                        }),
+                         st.subscribers.end());
+  });
+  return {
+      [self](allow_atom) { return allow(self); },
+      [self](record_atom, const call_outcome& out) { record(self, out); },
+      [self](half_open_atom, uint64_t generation) {
+        auto& m = *self->state.machine;
+        if (generation != m.generation() || m.state() != breaker_state::open)
+          return; // stale: the breaker moved on
+        auto now = self->clock().now();
+        if (auto t = m.on_open_elapsed(now))
+          announce(self, *t);
+        else // the open period was extended ("open until" a later instant)
+          self->delayed_send(self, m.open_until() - now, half_open_atom_v,
+                             generation);
+      },
+      [self](lease_expire_atom, lease_id id) {
+        auto i = find_lease(self, id);
+        if (i != self->state.leases.end())
+          drop_lease(self, i);
+      },
+      [self](subscribe_atom) -> breaker_status {
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (sender) {
+          self->monitor(sender);
+          self->state.subscribers.push_back(std::move(sender));
+        }
+        return status_of(self);
+      },
+      [self](unsubscribe_atom) {
+        auto& subs = self->state.subscribers;
+        auto sender = self->current_sender();
+        auto i =
+            std::find_if(subs.begin(), subs.end(), [&](const caf::actor& s) {
+              return caf::actor_cast<caf::strong_actor_ptr>(s) == sender;
+            });
+        if (i != subs.end()) {
+          self->demonitor(i->address());
+          subs.erase(i);
+        }
+      },
+      [self](status_atom) { return status_of(self); },
+  };
+}
+
+} // namespace
+
+breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,
+                             const policy::breaker_config& cfg) {
+  policy::validate(cfg); // refuse nonsense here, not inside the actor
+  auto mirror = std::make_shared<policy::breaker_mirror>();
+  auto actor = sys.spawn(breaker_behavior, source, cfg, mirror);
+  return {std::move(source), std::move(actor), std::move(mirror)};
+}
+
+} // namespace sluice

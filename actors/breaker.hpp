@@ -1,0 +1,35 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "runtime/policy/breaker_mirror.hpp"
+#include "runtime/policy/breaker_policy.hpp"
+
+namespace sluice {
+
+/// A handle on one source's circuit breaker: the actor that owns the state
+/// machine, and its lock-free mirror for reads from any thread.
+///
+/// Protocol (see messages/atoms.hpp): `allow_atom -> breaker_verdict`,
+/// `(record_atom, call_outcome)`, `subscribe_atom -> breaker_status`,
+/// `unsubscribe_atom`, `status_atom -> breaker_status`. Subscribers receive a
+/// `breaker_event` for every transition, in order.
+struct breaker_handle {
+  std::string source;
+  caf::actor actor;
+  std::shared_ptr<const policy::breaker_mirror> mirror;
+
+  /// Whether calls to the source are cut off now (one atomic load).
+  bool is_open() const noexcept { return mirror->is_open(); }
+};
+
+/// Spawns the breaker of `source`. Throws `std::invalid_argument` naming the
+/// field if `cfg` is nonsense.
+breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,
+                             const policy::breaker_config& cfg);
+
+} // namespace sluice

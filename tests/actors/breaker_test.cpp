@@ -1,0 +1,354 @@
+// The breaker actor in virtual time (SPEC §2): transitions, probe leases,
+// generations, broadcast and the mirror.
+
+#include "actors/breaker.hpp"
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <catch2/catch.hpp>
+
+#include "messages/atoms.hpp"
+#include "virtual_time.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using namespace sluice::testing;
+using decision = breaker_verdict::decision;
+
+namespace {
+
+using ask_atom = caf::atom_constant<caf::atom("ask")>;
+using finish_atom = caf::atom_constant<caf::atom("finish")>;
+
+// What a test caller saw: its last verdict.
+struct caller_report {
+  std::optional<breaker_verdict> verdict;
+};
+
+// A call: on `ask` asks the breaker; on `(finish, kind, retry_after)` reports
+// the outcome under the verdict it got.
+caf::behavior caller_actor(caf::event_based_actor* self, caf::actor breaker,
+                           std::shared_ptr<caller_report> report) {
+  return {
+      [=](ask_atom) {
+        self->request(breaker, caf::infinite, allow_atom_v)
+            .then([=](const breaker_verdict& v) { report->verdict = v; },
+                  [](caf::error&) {});
+      },
+      [=](finish_atom, outcome_kind kind, time_point retry_after) {
+        call_outcome out;
+        out.generation = report->verdict->generation;
+        out.lease = report->verdict->lease;
+        out.kind = kind;
+        out.elapsed = 10ms;
+        if (retry_after != time_point{})
+          out.retry_after = retry_after;
+        self->send(breaker, record_atom_v, out);
+      },
+  };
+}
+
+// A subscriber that keeps every event it receives.
+caf::behavior listener_actor(caf::event_based_actor* self, caf::actor breaker,
+                             std::shared_ptr<std::vector<breaker_event>> log) {
+  self->request(breaker, caf::infinite, subscribe_atom_v)
+      .then([](const breaker_status&) {}, [](caf::error&) {});
+  return {
+      [=](const breaker_event& ev) { log->push_back(ev); },
+  };
+}
+
+struct caller {
+  caf::actor actor;
+  std::shared_ptr<caller_report> report;
+
+  const breaker_verdict& verdict() const { return *report->verdict; }
+};
+
+struct fixture : virtual_time_fixture {
+  policy::breaker_config cfg;
+  breaker_handle breaker;
+  std::shared_ptr<std::vector<breaker_event>> events =
+      std::make_shared<std::vector<breaker_event>>();
+
+  fixture() {
+    cfg.window_size = 10;
+    cfg.min_samples = 5;
+    cfg.failure_rate_threshold = 0.5;
+    cfg.open_duration = 30s;
+    breaker = spawn_breaker(sys, "upstream-a", cfg);
+    sys.spawn(listener_actor, breaker.actor, events);
+    run();
+  }
+
+  caller spawn_caller() {
+    auto r = std::make_shared<caller_report>();
+    return {sys.spawn(caller_actor, breaker.actor, r), r};
+  }
+
+  caller ask() {
+    auto c = spawn_caller();
+    ask(c);
+    return c;
+  }
+
+  void ask(const caller& c) {
+    c.report->verdict.reset();
+    caf::anon_send(c.actor, ask_atom::value);
+    run();
+  }
+
+  // `retry_after` is the upstream's "not before"; none if left default.
+  void finish(const caller& c, outcome_kind kind,
+              time_point retry_after = time_point{}) {
+    caf::anon_send(c.actor, finish_atom::value, kind, retry_after);
+    run();
+  }
+
+  // Drives the breaker open with min_samples failures from closed calls.
+  void open_it() {
+    for (int i = 0; i < 5; ++i) {
+      auto c = ask();
+      REQUIRE(c.verdict().what == decision::go);
+      finish(c, outcome_kind::transient);
+    }
+    REQUIRE(state() == breaker_state::open);
+  }
+
+  breaker_state state() { return breaker.mirror->load().state; }
+
+  std::vector<std::pair<breaker_state, breaker_state>> transitions() const {
+    std::vector<std::pair<breaker_state, breaker_state>> out;
+    for (auto& ev : *events)
+      out.emplace_back(ev.from, ev.to);
+    return out;
+  }
+};
+
+using S = breaker_state;
+
+} // namespace
+
+TEST_CASE_METHOD(fixture,
+                 "min_samples failures open the breaker, which then rejects "
+                 "with the instant it half-opens") {
+  for (int i = 0; i < 4; ++i)
+    finish(ask(), outcome_kind::transient);
+  CHECK(state() == S::closed);
+  CHECK_FALSE(breaker.is_open());
+  auto opened_at = now();
+  finish(ask(), outcome_kind::transient);
+  CHECK(breaker.is_open());
+  auto c = ask();
+  CHECK(c.verdict().what == decision::rejected);
+  CHECK(c.verdict().retry_at == opened_at + 30s);
+  CHECK(transitions() == decltype(transitions()){{S::closed, S::open}});
+}
+
+TEST_CASE_METHOD(fixture, "a rate-limited outcome is not a failure") {
+  for (int i = 0; i < 20; ++i)
+    finish(ask(), outcome_kind::rate_limited);
+  CHECK(state() == S::closed);
+  CHECK(events->empty());
+}
+
+TEST_CASE_METHOD(fixture,
+                 "open turns half-open after exactly open_duration, not "
+                 "before") {
+  open_it();
+  auto opened_at = now();
+  advance(30s - 1ns);
+  CHECK(state() == S::open);
+  CHECK(ask().verdict().what == decision::rejected);
+  advance(1ns);
+  CHECK(state() == S::half_open);
+  REQUIRE(events->size() == 2);
+  CHECK(events->back().to == S::half_open);
+  CHECK(events->back().at == opened_at + 30s);
+}
+
+TEST_CASE_METHOD(fixture, "half-open grants exactly one probe at a time") {
+  open_it();
+  advance(30s);
+  auto probe_at = now();
+  auto a = ask();
+  CHECK(a.verdict().what == decision::probe);
+  CHECK(a.verdict().lease != 0);
+  auto b = ask();
+  CHECK(b.verdict().what == decision::rejected);
+  CHECK(b.verdict().retry_at == probe_at + 30s); // when a's lease lapses
+  CHECK(ask().verdict().what == decision::rejected);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a probe holder that is killed frees its lease at once") {
+  open_it();
+  advance(30s);
+  auto a = ask();
+  REQUIRE(a.verdict().what == decision::probe);
+  caf::anon_send_exit(a.actor, caf::exit_reason::kill);
+  run();
+  auto b = ask();
+  CHECK(b.verdict().what == decision::probe);
+  CHECK(b.verdict().lease != a.verdict().lease);
+  finish(b, outcome_kind::ok);
+  CHECK(state() == S::closed);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a silent probe's lease lapses after one open_duration and "
+                 "its late outcome is ignored") {
+  open_it();
+  advance(30s);
+  auto a = ask();
+  REQUIRE(a.verdict().what == decision::probe);
+  advance(30s - 1ns);
+  auto b = spawn_caller();
+  ask(b);
+  CHECK(b.verdict().what == decision::rejected);
+  advance(1ns);
+  ask(b);
+  REQUIRE(b.verdict().what == decision::probe);
+  // The first probe answers at last: it no longer speaks for the breaker.
+  finish(a, outcome_kind::transient);
+  CHECK(state() == S::half_open);
+  finish(b, outcome_kind::ok);
+  CHECK(state() == S::closed);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a successful probe closes the breaker with a cleared "
+                 "window") {
+  open_it();
+  advance(30s);
+  auto gen = breaker.mirror->load().generation;
+  auto p = ask();
+  finish(p, outcome_kind::ok);
+  CHECK(state() == S::closed);
+  CHECK(breaker.mirror->load().generation > gen);
+  // A fresh window: four failures are below min_samples again.
+  for (int i = 0; i < 4; ++i)
+    finish(ask(), outcome_kind::transient);
+  CHECK(state() == S::closed);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a failed probe re-opens the breaker with a new generation") {
+  open_it();
+  advance(30s);
+  auto gen = breaker.mirror->load().generation;
+  auto p = ask();
+  auto reopened_at = now();
+  finish(p, outcome_kind::timeout);
+  CHECK(state() == S::open);
+  CHECK(breaker.mirror->load().generation > gen);
+  CHECK(ask().verdict().retry_at == reopened_at + 30s);
+  // A new probe becomes possible after the next open period, not before.
+  advance(30s);
+  CHECK(ask().verdict().what == decision::probe);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a call admitted while closed that fails during half-open is "
+                 "not the probe") {
+  auto slow_call = ask();
+  REQUIRE(slow_call.verdict().what == decision::go);
+  open_it();
+  advance(30s);
+  REQUIRE(state() == S::half_open);
+  finish(slow_call, outcome_kind::transient);
+  CHECK(state() == S::half_open);
+  // The probe slot is still free, and the probe alone decides.
+  auto p = ask();
+  CHECK(p.verdict().what == decision::probe);
+  finish(p, outcome_kind::ok);
+  CHECK(state() == S::closed);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "Retry-After on a 503 opens the breaker until that instant") {
+  auto c = ask();
+  auto until = now() + 120s;
+  finish(c, outcome_kind::transient, until);
+  CHECK(state() == S::open);
+  CHECK(ask().verdict().retry_at == until);
+  advance(119s);
+  CHECK(state() == S::open);
+  advance(1s);
+  CHECK(state() == S::half_open);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "every subscriber sees every transition in order; a dead "
+                 "subscriber is dropped") {
+  auto second = std::make_shared<std::vector<breaker_event>>();
+  auto doomed = std::make_shared<std::vector<breaker_event>>();
+  sys.spawn(listener_actor, breaker.actor, second);
+  auto d = sys.spawn(listener_actor, breaker.actor, doomed);
+  run();
+  open_it(); // closed -> open
+  caf::anon_send_exit(d, caf::exit_reason::kill);
+  run();
+  advance(30s);                           // open -> half_open
+  finish(ask(), outcome_kind::transient); // half_open -> open
+  advance(30s);                           // open -> half_open
+  finish(ask(), outcome_kind::ok);        // half_open -> closed
+  std::vector<std::pair<S, S>> expected{{S::closed, S::open},
+                                        {S::open, S::half_open},
+                                        {S::half_open, S::open},
+                                        {S::open, S::half_open},
+                                        {S::half_open, S::closed}};
+  CHECK(transitions() == expected);
+  REQUIRE(second->size() == events->size());
+  for (size_t i = 0; i < events->size(); ++i) {
+    CHECK((*second)[i].generation == (*events)[i].generation);
+    CHECK((*second)[i].source == "upstream-a");
+    if (i > 0)
+      CHECK((*events)[i].generation > (*events)[i - 1].generation);
+  }
+  CHECK(doomed->size() == 1); // it saw the first transition, then died
+  caf::scoped_actor self{sys};
+  self->send(breaker.actor, status_atom_v);
+  run();
+  self->receive([](const breaker_status& st) { CHECK(st.subscribers == 2); },
+                caf::after(0s) >> [] { FAIL("no status"); });
+}
+
+TEST_CASE_METHOD(fixture, "the mirror follows the authoritative state") {
+  caf::scoped_actor self{sys};
+  auto check_mirror = [&] {
+    self->send(breaker.actor, status_atom_v);
+    run();
+    self->receive(
+        [&](const breaker_status& st) {
+          CHECK(st.state == breaker.mirror->load().state);
+          CHECK(st.generation == breaker.mirror->load().generation);
+        },
+        caf::after(0s) >> [] { FAIL("no status"); });
+  };
+  check_mirror();
+  open_it();
+  check_mirror();
+  advance(30s);
+  check_mirror();
+  finish(ask(), outcome_kind::ok);
+  check_mirror();
+}
+
+TEST_CASE_METHOD(virtual_time_fixture, "a breaker refuses nonsense settings") {
+  policy::breaker_config cfg;
+  cfg.failure_rate_threshold = 2.0;
+  CHECK_THROWS_WITH(spawn_breaker(sys, "x", cfg),
+                    Catch::Contains("failure_rate_threshold"));
+  cfg = {};
+  cfg.window_size = 0;
+  CHECK_THROWS_WITH(spawn_breaker(sys, "x", cfg),
+                    Catch::Contains("window_size"));
+}
