@@ -42,6 +42,7 @@ breaker_status status_of(breaker_actor* self) {
           m.state(),
           m.generation(),
           m.open_until(),
+          m.isolated(),
           w.calls,
           w.failures,
           static_cast<uint32_t>(st.leases.size()),
@@ -71,7 +72,7 @@ void announce(breaker_actor* self, const policy::breaker_transition& t) {
   if (t.from == breaker_state::half_open)
     while (!st.leases.empty())
       drop_lease(self, st.leases.begin());
-  if (t.to == breaker_state::open)
+  if (t.to == breaker_state::open && !st.machine->isolated())
     self->delayed_send(self, st.machine->open_until() - t.at, half_open_atom_v,
                        t.generation);
   breaker_event ev{st.source, t.from, t.to, t.generation, t.at};
@@ -175,8 +176,9 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
       [self](record_atom, const call_outcome& out) { record(self, out); },
       [self](half_open_atom, uint64_t generation) {
         auto& m = *self->state.machine;
-        if (generation != m.generation() || m.state() != breaker_state::open)
-          return; // stale: the breaker moved on
+        if (generation != m.generation() || m.state() != breaker_state::open ||
+            m.isolated())
+          return; // stale: the breaker moved on (or waits for a reset)
         auto now = self->clock().now();
         if (auto t = m.on_open_elapsed(now))
           announce(self, *t);
@@ -191,9 +193,12 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
       },
       [self](subscribe_atom) -> breaker_status {
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (sender) {
+        auto& subs = self->state.subscribers;
+        // Subscribing twice still delivers each event once.
+        if (sender &&
+            std::find(subs.begin(), subs.end(), sender) == subs.end()) {
           self->monitor(sender);
-          self->state.subscribers.push_back(std::move(sender));
+          subs.push_back(std::move(sender));
         }
         return status_of(self);
       },
@@ -208,6 +213,12 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
           self->demonitor(i->address());
           subs.erase(i);
         }
+      },
+      [self](isolate_atom) {
+        announce_if(self, self->state.machine->isolate(self->clock().now()));
+      },
+      [self](reset_atom) {
+        announce_if(self, self->state.machine->reset(self->clock().now()));
       },
       [self](status_atom) { return status_of(self); },
   };

@@ -46,6 +46,12 @@ CAF_ADD_ATOM(sluice, sluice, subscribe_atom, "bsubscribe")
 /// `(unsubscribe_atom)`: stop sending transitions to the sender.
 CAF_ADD_ATOM(sluice, sluice, unsubscribe_atom, "bunsub")
 
+/// `(isolate_atom)`: operator action, open and stay open until reset.
+CAF_ADD_ATOM(sluice, sluice, isolate_atom, "bisolate")
+
+/// `(reset_atom)`: operator action, close now with a cleared window.
+CAF_ADD_ATOM(sluice, sluice, reset_atom, "breset")
+
 /// `(half_open_atom, uint64_t generation)`: the open period's timer.
 CAF_ADD_ATOM(sluice, sluice, half_open_atom, "halfopen")
 

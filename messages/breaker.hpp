@@ -67,6 +67,8 @@ struct breaker_status {
   uint64_t generation;
   /// Meaningful while open.
   time_point open_until;
+  /// Opened by an operator; stays open until reset.
+  bool isolated;
   uint32_t window_calls;
   uint32_t window_failures;
   uint32_t leases_held;

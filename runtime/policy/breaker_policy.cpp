@@ -134,9 +134,28 @@ std::optional<breaker_transition> breaker_policy::record(uint64_t generation,
                             generation_, now};
 }
 
+std::optional<breaker_transition> breaker_policy::isolate(time_point now) {
+  isolated_ = true;
+  if (state_ == breaker_state::open)
+    return std::nullopt;
+  auto from = state_;
+  open(now, now);
+  return breaker_transition{from, breaker_state::open, generation_, now};
+}
+
+std::optional<breaker_transition> breaker_policy::reset(time_point now) {
+  isolated_ = false;
+  consecutive_opens_ = 0;
+  std::visit([](auto& w) { w.clear(); }, window_);
+  if (state_ == breaker_state::closed)
+    return std::nullopt;
+  return move_to(breaker_state::closed, now);
+}
+
 std::optional<breaker_transition>
 breaker_policy::on_open_elapsed(time_point now) {
-  if (state_ != breaker_state::open || !deadline_passed(open_until_, now))
+  if (state_ != breaker_state::open || isolated_ ||
+      !deadline_passed(open_until_, now))
     return std::nullopt;
   return move_to(breaker_state::half_open, now);
 }

@@ -99,6 +99,17 @@ public:
   std::optional<breaker_transition> record(uint64_t generation, bool failed,
                                            duration elapsed, time_point now);
 
+  /// Whether an operator isolated the breaker (open until `reset`).
+  bool isolated() const noexcept { return isolated_; }
+
+  /// Operator action: open now and stay open, letting no probe through,
+  /// until `reset`. Returns the transition if the state changed.
+  std::optional<breaker_transition> isolate(time_point now);
+
+  /// Operator action: close now with a cleared window and the open-duration
+  /// growth reset, whatever the state (also ends an isolation).
+  std::optional<breaker_transition> reset(time_point now);
+
   /// Open -> half-open once `open_until()` has passed; nothing otherwise.
   std::optional<breaker_transition> on_open_elapsed(time_point now);
 
@@ -117,6 +128,7 @@ private:
   breaker_state state_ = breaker_state::closed;
   uint64_t generation_ = 1;
   time_point open_until_{};
+  bool isolated_ = false;
   uint32_t consecutive_opens_ = 0;
   std::variant<count_window, time_window> window_;
 };

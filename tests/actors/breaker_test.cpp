@@ -352,3 +352,36 @@ TEST_CASE_METHOD(virtual_time_fixture, "a breaker refuses nonsense settings") {
   CHECK_THROWS_WITH(spawn_breaker(sys, "x", cfg),
                     Catch::Contains("window_size"));
 }
+
+TEST_CASE_METHOD(fixture,
+                 "an isolated breaker lets nothing through until reset") {
+  caf::anon_send(breaker.actor, isolate_atom_v);
+  run();
+  CHECK(breaker.is_open());
+  advance(24h);
+  CHECK(breaker.is_open());
+  CHECK(ask().verdict().what == decision::rejected);
+  caf::anon_send(breaker.actor, reset_atom_v);
+  run();
+  CHECK(state() == S::closed);
+  CHECK(ask().verdict().what == decision::go);
+  CHECK(transitions() ==
+        decltype(transitions()){{S::closed, S::open}, {S::open, S::closed}});
+}
+
+TEST_CASE_METHOD(virtual_time_fixture,
+                 "a source whose 429s count as failures opens on them") {
+  policy::breaker_config cfg;
+  cfg.min_samples = 3;
+  cfg.classes.rate_limited = policy::outcome_class::failure;
+  auto b = spawn_breaker(sys, "strict", cfg);
+  caf::scoped_actor self{sys};
+  for (int i = 0; i < 3; ++i) {
+    call_outcome out;
+    out.generation = b.mirror->load().generation;
+    out.kind = outcome_kind::rate_limited;
+    self->send(b.actor, record_atom_v, out);
+  }
+  run();
+  CHECK(b.is_open());
+}

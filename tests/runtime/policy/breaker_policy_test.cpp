@@ -221,3 +221,43 @@ TEST_CASE("nonsense breaker settings are refused, naming the field") {
   }
   CHECK(refusal(count_config()).empty());
 }
+
+TEST_CASE("an isolated breaker stays open until reset") {
+  breaker_policy b{count_config()};
+  record_n(b, 3, true, t0);
+  auto t = b.isolate(t0);
+  REQUIRE(t);
+  CHECK(t->to == breaker_state::open);
+  CHECK(b.isolated());
+  CHECK_FALSE(b.on_open_elapsed(t0 + 24h));
+  CHECK(b.state() == breaker_state::open);
+  auto r = b.reset(t0 + 24h);
+  REQUIRE(r);
+  CHECK(r->to == breaker_state::closed);
+  CHECK_FALSE(b.isolated());
+  CHECK(b.window(t0 + 24h).calls == 0);
+}
+
+TEST_CASE("reset clears the window of a closed breaker without a transition") {
+  breaker_policy b{count_config()};
+  record_n(b, 4, true, t0);
+  CHECK_FALSE(b.reset(t0));
+  CHECK(b.window(t0).calls == 0);
+  CHECK_FALSE(record_n(b, 4, true, t0)); // four again: below min_samples
+}
+
+TEST_CASE("outcome classes are configurable per breaker") {
+  breaker_config c = count_config();
+  breaker_policy defaults{c};
+  CHECK(defaults.classify(outcome_kind::ok) == outcome_class::success);
+  CHECK(defaults.classify(outcome_kind::transient) == outcome_class::failure);
+  CHECK(defaults.classify(outcome_kind::timeout) == outcome_class::failure);
+  CHECK(defaults.classify(outcome_kind::rate_limited) ==
+        outcome_class::ignored);
+  CHECK(defaults.classify(outcome_kind::permanent) == outcome_class::success);
+  c.classes.rate_limited = outcome_class::failure;
+  c.classes.timeout = outcome_class::ignored;
+  breaker_policy custom{c};
+  CHECK(custom.classify(outcome_kind::rate_limited) == outcome_class::failure);
+  CHECK(custom.classify(outcome_kind::timeout) == outcome_class::ignored);
+}
