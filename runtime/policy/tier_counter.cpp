@@ -17,7 +17,7 @@ bool tier_counter::try_acquire() noexcept {
   auto w = word_.load(std::memory_order_relaxed);
   for (;;) {
     auto s = unpack(w);
-    if (s.waiting != 0 || s.in_use >= cap_)
+    if (s.waiting != 0 || s.in_use >= cap())
       return false;
     if (word_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel,
                                     std::memory_order_relaxed))
@@ -33,7 +33,7 @@ bool tier_counter::try_grant_waiter() noexcept {
   auto w = word_.load(std::memory_order_relaxed);
   for (;;) {
     auto s = unpack(w);
-    if (s.waiting == 0 || s.in_use >= cap_)
+    if (s.waiting == 0 || s.in_use >= cap())
       return false;
     if (word_.compare_exchange_weak(w, w - waiter_unit + 1,
                                     std::memory_order_acq_rel,

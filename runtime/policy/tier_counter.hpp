@@ -41,7 +41,14 @@ public:
   tier_counter(const tier_counter&) = delete;
   tier_counter& operator=(const tier_counter&) = delete;
 
-  uint32_t cap() const noexcept { return cap_; }
+  uint32_t cap() const noexcept { return cap_.load(std::memory_order_relaxed); }
+
+  /// Changes the cap (a source tier's AIMD limit moves). Lowering it below
+  /// the permits in use takes effect as they come back; no permit is revoked.
+  /// `cap` must be in [1, max_cap].
+  void set_cap(uint32_t cap) noexcept {
+    cap_.store(cap, std::memory_order_relaxed);
+  }
 
   snapshot load() const noexcept {
     return unpack(word_.load(std::memory_order_acquire));
@@ -75,7 +82,7 @@ private:
     return {static_cast<uint32_t>(w), static_cast<uint32_t>(w >> 32)};
   }
 
-  const uint32_t cap_;
+  std::atomic<uint32_t> cap_;
   std::atomic<uint64_t> word_{0};
   std::atomic<uint64_t> next_id_{1};
 };

@@ -1,0 +1,44 @@
+#include "runtime/policy/aimd.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace sluice::policy {
+
+void validate(const aimd_config& cfg) {
+  auto refuse = [](const char* field, const std::string& why) {
+    throw std::invalid_argument(std::string{field} + ": " + why);
+  };
+  if (cfg.min == 0)
+    refuse("min", "must be at least 1");
+  if (cfg.max < cfg.min)
+    refuse("max", "must be at least min");
+  if (cfg.initial < cfg.min || cfg.initial > cfg.max)
+    refuse("initial", "must be within [min, max]");
+  if (cfg.increase == 0)
+    refuse("increase", "must be at least 1");
+  if (!(cfg.decrease_ratio > 0.0 && cfg.decrease_ratio < 1.0))
+    refuse("decrease_ratio",
+           "must be in (0, 1), got " + std::to_string(cfg.decrease_ratio));
+}
+
+aimd_limit::aimd_limit(const aimd_config& cfg)
+    : cfg_((validate(cfg), cfg))
+    , limit_(cfg.initial) {
+  // nop
+}
+
+void aimd_limit::on_success(uint32_t in_flight) noexcept {
+  if (in_flight * 2 < limit_)
+    return;
+  limit_ = std::min(cfg_.max, limit_ + cfg_.increase);
+}
+
+void aimd_limit::on_drop() noexcept {
+  auto shrunk = static_cast<uint32_t>(std::floor(limit_ * cfg_.decrease_ratio));
+  limit_ = std::max(cfg_.min, shrunk);
+}
+
+} // namespace sluice::policy

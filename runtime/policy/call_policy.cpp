@@ -1,0 +1,41 @@
+#include "runtime/policy/call_policy.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace sluice::policy {
+
+namespace {
+
+[[noreturn]] void refuse(const char* field, const std::string& why) {
+  throw std::invalid_argument(std::string{field} + ": " + why);
+}
+
+void positive(const char* field, duration d) {
+  if (d <= duration::zero())
+    refuse(field, "must be positive");
+}
+
+} // namespace
+
+void validate(const call_policy& cfg) {
+  if (cfg.max_attempts == 0)
+    refuse("max_attempts", "must be at least 1");
+  positive("stall_window", cfg.stall_window);
+  positive("backoff_base", cfg.backoff.base);
+  if (cfg.backoff.cap < cfg.backoff.base)
+    refuse("backoff_cap", "must be at least backoff_base");
+  if (!(cfg.backoff.jitter >= 0.0 && cfg.backoff.jitter <= 1.0))
+    refuse("backoff_jitter",
+           "must be in [0, 1], got " + std::to_string(cfg.backoff.jitter));
+  positive("poll_interval", cfg.poll_interval);
+  positive("attempt_timeout", cfg.attempt_timeout);
+  if (cfg.ttft_timeout) {
+    positive("ttft_timeout", *cfg.ttft_timeout);
+    if (cfg.stall_window < *cfg.ttft_timeout)
+      refuse("stall_window", "must be at least ttft_timeout (a conservative "
+                             "check: time to first byte is productive time)");
+  }
+}
+
+} // namespace sluice::policy

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <optional>
+
+#include "runtime/policy/time.hpp"
+
+namespace sluice::policy {
+
+/// One call's stall account (SPEC §3, seed 000 §3): only unproductive waiting
+/// counts. `stalled = (now - entered_at) - productive`, where productive time
+/// is the time spent in real attempts that spend the retry budget. An attempt
+/// that ends in 429 (for kinds where 429 does not spend the retry budget) is
+/// refunded: its time goes back to the stall account, or it would fall
+/// between the two budgets (seed §3.6: 301 attempts, 25 hours).
+///
+/// One instance per call, owned by that call's governor and never shared:
+/// concurrent calls would corrupt each other's accounts. Arithmetic only, so
+/// a cancelled call simply stops using it.
+class stall_clock {
+public:
+  explicit stall_clock(time_point entered_at)
+      : entered_at_(entered_at) {
+    // nop
+  }
+
+  /// Unproductive time so far.
+  duration stalled(time_point now) const noexcept {
+    return now - entered_at_ - productive_;
+  }
+
+  /// Productive time so far.
+  duration productive() const noexcept { return productive_; }
+
+  /// Marks the start of a real attempt; returns the token for `end_attempt`.
+  time_point begin_attempt(time_point now) const noexcept { return now; }
+
+  /// Ends the attempt begun at `started`: its duration becomes productive,
+  /// unless `refund` (a 429 that did not spend the retry budget).
+  void end_attempt(time_point started, time_point now, bool refund) noexcept {
+    if (!refund)
+      productive_ += now - started;
+  }
+
+private:
+  time_point entered_at_;
+  duration productive_{};
+};
+
+/// The stall verdict: both the call's own unproductive time and the scope's
+/// time since any call last made progress exceed the window. A scope that
+/// never progressed (`progress_age` empty, +infinity) counts as exceeded --
+/// the correct conservative default (seed §3.4): nothing shows it is alive.
+inline bool stall_verdict(duration local_stalled,
+                          std::optional<duration> progress_age,
+                          duration window) noexcept {
+  return local_stalled > window && (!progress_age || *progress_age > window);
+}
+
+} // namespace sluice::policy

@@ -1,0 +1,154 @@
+// The governor's pure policies: stall clock and verdict, backoff, AIMD, call
+// policy validation (SPEC §3).
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/policy/aimd.hpp"
+#include "runtime/policy/backoff.hpp"
+#include "runtime/policy/call_policy.hpp"
+#include "runtime/policy/stall_clock.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice::policy;
+using sluice::duration;
+using sluice::time_point;
+
+namespace {
+
+const time_point t0 = time_point{} + 1h;
+
+} // namespace
+
+TEST_CASE("stall clock: productive attempt time never counts as stalled") {
+  stall_clock c{t0};
+  auto a = c.begin_attempt(t0);
+  c.end_attempt(a, t0 + 10000s, false);
+  CHECK(c.stalled(t0 + 10000s) == 0s);
+  CHECK(c.productive() == 10000s);
+}
+
+TEST_CASE("stall clock: waiting between attempts counts as stalled") {
+  stall_clock c{t0};
+  auto a = c.begin_attempt(t0 + 5s);
+  c.end_attempt(a, t0 + 305s, false);
+  CHECK(c.stalled(t0 + 307s) == 7s);
+}
+
+TEST_CASE("stall clock: a refunded 429 attempt counts as stalled") {
+  stall_clock c{t0};
+  auto a = c.begin_attempt(t0);
+  c.end_attempt(a, t0 + 300s, true);
+  CHECK(c.stalled(t0 + 300s) == 300s);
+  CHECK(c.productive() == 0s);
+}
+
+TEST_CASE("stall verdict: the four quadrants") {
+  const duration w = 300s;
+  // Only "both exceeded" stalls.
+  CHECK(stall_verdict(301s, 301s, w));
+  CHECK_FALSE(stall_verdict(301s, 10s, w));
+  CHECK_FALSE(stall_verdict(10s, 301s, w));
+  CHECK_FALSE(stall_verdict(10s, 10s, w));
+  // A scope that never progressed (+inf) counts as exceeded.
+  CHECK(stall_verdict(301s, std::nullopt, w));
+  CHECK_FALSE(stall_verdict(299s, std::nullopt, w));
+  // Exactly at the window is not over it.
+  CHECK_FALSE(stall_verdict(300s, std::nullopt, w));
+}
+
+TEST_CASE("backoff grows exponentially by max(fails, 1), capped") {
+  backoff_config c{1s, 10s, 0.0};
+  CHECK(backoff_delay(c, 0, 0.3) == 1s);
+  CHECK(backoff_delay(c, 1, 0.3) == 1s);
+  CHECK(backoff_delay(c, 2, 0.3) == 2s);
+  CHECK(backoff_delay(c, 3, 0.3) == 4s);
+  CHECK(backoff_delay(c, 5, 0.3) == 10s);
+  CHECK(backoff_delay(c, 1000, 0.3) == 10s);
+}
+
+TEST_CASE("backoff jitter stays within [d * (1 - jitter), d]") {
+  backoff_config c{4s, 60s, 0.5};
+  CHECK(backoff_delay(c, 1, 0.0) == 4s);
+  CHECK(backoff_delay(c, 1, 0.5) == 3s);
+  CHECK(backoff_delay(c, 1, 0.999999) > 2s - 1ms);
+}
+
+TEST_CASE("a Retry-After hint raises the backoff, never lowers it") {
+  backoff_config c{2s, 60s, 0.5};
+  CHECK(backoff_delay(c, 1, 0.9, 30s) == 30s);
+  CHECK(backoff_delay(c, 1, 0.0, 1s) == 2s);
+}
+
+TEST_CASE("poll delay is within [0.5p, 1.0p]") {
+  CHECK(poll_delay(2s, 0.0) == 1s);
+  CHECK(poll_delay(2s, 0.5) == 1500ms);
+  CHECK(poll_delay(2s, 0.999999) < 2s);
+}
+
+TEST_CASE("AIMD shrinks on drops and recovers on successes, within bounds") {
+  aimd_config c;
+  c.initial = 16;
+  c.min = 2;
+  c.max = 20;
+  c.decrease_ratio = 0.5;
+  aimd_limit l{c};
+  l.on_drop();
+  CHECK(l.limit() == 8);
+  for (int i = 0; i < 10; ++i)
+    l.on_drop();
+  CHECK(l.limit() == 2); // never below min
+  for (int i = 0; i < 100; ++i)
+    l.on_success(l.limit());
+  CHECK(l.limit() == 20); // never above max
+}
+
+TEST_CASE("AIMD grows only while the source is well used") {
+  aimd_config c;
+  c.initial = 10;
+  aimd_limit l{c};
+  l.on_success(2); // 2 of 10 in flight: proves nothing about 11
+  CHECK(l.limit() == 10);
+  l.on_success(5);
+  CHECK(l.limit() == 11);
+}
+
+TEST_CASE("nonsense AIMD and call policies are refused, naming the field") {
+  auto refusal = [](auto&& cfg) -> std::string {
+    try {
+      validate(cfg);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  aimd_config a;
+  a.decrease_ratio = 1.0;
+  CHECK(refusal(a).rfind("decrease_ratio:", 0) == 0);
+  a = {};
+  a.min = 0;
+  CHECK(refusal(a).rfind("min:", 0) == 0);
+  a = {};
+  a.initial = 1000;
+  CHECK(refusal(a).rfind("initial:", 0) == 0);
+
+  call_policy p;
+  CHECK(refusal(p).empty());
+  p.max_attempts = 0;
+  CHECK(refusal(p).rfind("max_attempts:", 0) == 0);
+  p = {};
+  p.stall_window = -1s;
+  CHECK(refusal(p).rfind("stall_window:", 0) == 0);
+  p = {};
+  p.backoff.jitter = 2;
+  CHECK(refusal(p).rfind("backoff_jitter:", 0) == 0);
+  p = {};
+  p.ttft_timeout = 600s; // longer than the 300 s stall window
+  CHECK(refusal(p).rfind("stall_window:", 0) == 0);
+  p = {};
+  p.poll_interval = 0s;
+  CHECK(refusal(p).rfind("poll_interval:", 0) == 0);
+}
