@@ -8,6 +8,7 @@
 
 #include "messages/admission.hpp"
 #include "messages/breaker.hpp"
+#include "messages/call.hpp"
 #include "runtime/policy/time.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(sluice, caf::first_custom_type_id)
@@ -58,7 +59,41 @@ CAF_ADD_ATOM(sluice, sluice, half_open_atom, "halfopen")
 /// `(lease_expire_atom, lease_id)`: a probe lease's timer.
 CAF_ADD_ATOM(sluice, sluice, lease_expire_atom, "leaseexp")
 
+// -- calls, sources, governors -----------------------------------------------
+
+/// `(call_atom) -> call_result`: start the call a governor was spawned for.
+CAF_ADD_ATOM(sluice, sluice, call_atom, "call")
+
+/// `(attempt_atom, call_request) -> source_reply`: one attempt at a source.
+CAF_ADD_ATOM(sluice, sluice, attempt_atom, "attempt")
+
+/// `(run_atom) -> source_reply`: an attempt runner's single job.
+CAF_ADD_ATOM(sluice, sluice, run_atom, "run")
+
+/// `(resume_atom, uint64_t seq)`: a governor's backoff or poll timer.
+CAF_ADD_ATOM(sluice, sluice, resume_atom, "resume")
+
+/// `(aimd_atom, outcome_kind, uint32_t in_flight)`: an attempt's outcome,
+/// for the source tier's AIMD limit.
+CAF_ADD_ATOM(sluice, sluice, aimd_atom, "aimd")
+
+/// `(watch_atom)`: tell the sender when a source permit frees (monitored).
+CAF_ADD_ATOM(sluice, sluice, watch_atom, "watch")
+
+/// `(freed_atom, std::string source)`: a source permit came back.
+CAF_ADD_ATOM(sluice, sluice, freed_atom, "freed")
+
+/// `(progress_atom, std::string scope)`: a call in the scope succeeded.
+/// `(progress_age_atom, std::string scope) -> progress_age`.
+CAF_ADD_ATOM(sluice, sluice, progress_atom, "progress")
+CAF_ADD_ATOM(sluice, sluice, progress_age_atom, "progage")
+
 CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))
+CAF_ADD_TYPE_ID(sluice, (sluice::call_request))
+CAF_ADD_TYPE_ID(sluice, (sluice::source_reply))
+CAF_ADD_TYPE_ID(sluice, (sluice::call_result))
+CAF_ADD_TYPE_ID(sluice, (sluice::governor_status))
+CAF_ADD_TYPE_ID(sluice, (sluice::progress_age))
 CAF_ADD_TYPE_ID(sluice, (sluice::breaker_verdict))
 CAF_ADD_TYPE_ID(sluice, (sluice::call_outcome))
 CAF_ADD_TYPE_ID(sluice, (sluice::breaker_event))
@@ -74,3 +109,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_verdict)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::source_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::governor_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::progress_age)

@@ -23,27 +23,34 @@ public:
     // nop
   }
 
-  /// Unproductive time so far.
+  /// Unproductive time so far. An attempt in progress counts as productive
+  /// (it may yet be refunded if it ends in a 429).
   duration stalled(time_point now) const noexcept {
-    return now - entered_at_ - productive_;
+    auto open = attempt_started_ ? now - *attempt_started_ : duration{};
+    return now - entered_at_ - productive_ - open;
   }
 
-  /// Productive time so far.
+  /// Productive time of finished attempts.
   duration productive() const noexcept { return productive_; }
 
-  /// Marks the start of a real attempt; returns the token for `end_attempt`.
-  time_point begin_attempt(time_point now) const noexcept { return now; }
+  /// Whether an attempt is in progress.
+  bool attempting() const noexcept { return attempt_started_.has_value(); }
 
-  /// Ends the attempt begun at `started`: its duration becomes productive,
-  /// unless `refund` (a 429 that did not spend the retry budget).
-  void end_attempt(time_point started, time_point now, bool refund) noexcept {
-    if (!refund)
-      productive_ += now - started;
+  /// Marks the start of a real attempt.
+  void begin_attempt(time_point now) noexcept { attempt_started_ = now; }
+
+  /// Ends the attempt in progress: its duration becomes productive, unless
+  /// `refund` (a 429 that did not spend the retry budget).
+  void end_attempt(time_point now, bool refund) noexcept {
+    if (attempt_started_ && !refund)
+      productive_ += now - *attempt_started_;
+    attempt_started_.reset();
   }
 
 private:
   time_point entered_at_;
   duration productive_{};
+  std::optional<time_point> attempt_started_;
 };
 
 /// The stall verdict: both the call's own unproductive time and the scope's

@@ -61,8 +61,8 @@ TEST_CASE("mirror readers on other threads only ever see real open states") {
   // Start driving only once the recorder is subscribed.
   for (uint32_t subs = 0; subs == 0;) {
     self->request(breaker.actor, 5s, status_atom_v)
-      .receive([&](const breaker_status& st) { subs = st.subscribers; },
-               [](caf::error&) {});
+        .receive([&](const breaker_status& st) { subs = st.subscribers; },
+                 [](caf::error&) {});
     if (subs == 0)
       std::this_thread::sleep_for(1ms);
   }

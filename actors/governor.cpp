@@ -1,0 +1,436 @@
+#include "actors/governor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <random>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include "actors/permit.hpp"
+#include "messages/atoms.hpp"
+#include "runtime/policy/stall_clock.hpp"
+
+namespace sluice {
+
+namespace {
+
+using policy::outcome_kind;
+
+// -- the attempt runner
+// --------------------------------------------------------
+
+// Makes one attempt on behalf of a governor. It is the requester the source
+// sees, and it is linked to the governor: when the governor dies, or kills it
+// because the attempt timed out, the source sees its requester terminate and
+// abandons the attempt.
+caf::behavior attempt_runner(caf::event_based_actor* self, source_actor source,
+                             call_request request) {
+  return {
+      [=](run_atom) -> caf::result<source_reply> {
+        auto promise = self->make_response_promise<source_reply>();
+        self->request(source, caf::infinite, attempt_atom_v, request)
+            .then(
+                [=](source_reply& reply) mutable {
+                  promise.deliver(std::move(reply));
+                  self->quit();
+                },
+                [=](caf::error&) mutable {
+                  // The source failed or is gone: a transient failure.
+                  promise.deliver(source_reply{
+                      outcome_kind::transient, 0,
+                      R"({"error":"source unavailable"})", std::nullopt});
+                  self->quit();
+                });
+        return promise;
+      },
+  };
+}
+
+// -- the governor's state
+// ------------------------------------------------------
+
+struct running_attempt {
+  size_t source = 0;
+  permit_id permit = 0;
+  breaker_verdict verdict;
+  time_point started{};
+  caf::actor runner;
+};
+
+// What a backoff or poll timer does when it fires.
+enum class after_sleep { next_round, stall_check_then_round };
+
+struct governor_state {
+  governor_config cfg;
+  caf::typed_response_promise<call_result> promise;
+  bool started = false;
+  std::optional<policy::stall_clock> clock;
+  admission_ticket ticket;
+  uint32_t fails = 0;
+  std::vector<attempt_record> attempts;
+  std::mt19937_64 rng;
+  /// The source of the last failed attempt: tried last next round.
+  std::optional<size_t> last_failed;
+  std::optional<running_attempt> current;
+  /// Only the latest timer counts; earlier ones are stale.
+  uint64_t timer_seq = 0;
+  after_sleep on_wake = after_sleep::next_round;
+  bool waiting_for_source = false;
+  bool watching = false;
+  /// Earliest instant a rejecting breaker named in the last round.
+  std::optional<time_point> soonest_retry;
+
+  static inline const char* name = "sluice.governor";
+
+  const route_plan& route() const { return *cfg.route; }
+
+  const policy::call_policy& policy() const { return cfg.route->policy; }
+
+  double uniform() {
+    return std::uniform_real_distribution<double>{0.0, 1.0}(rng);
+  }
+};
+
+using governor_actor = caf::stateful_actor<governor_state>;
+
+void next_round(governor_actor* self);
+
+// -- ending the call
+// -------------------------------------------------------------
+
+double seconds(duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+void finish(governor_actor* self, call_result result) {
+  auto& st = self->state;
+  result.attempts = std::move(st.attempts);
+  st.ticket.release(self);
+  st.promise.deliver(std::move(result));
+  self->quit();
+}
+
+void exhausted(governor_actor* self, const char* reason,
+               std::optional<duration> retry_in = std::nullopt) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  call_result r;
+  r.status = call_status::all_sources_exhausted;
+  r.reason = reason;
+  if (!retry_in) {
+    retry_in = st.policy().poll_interval;
+    if (st.soonest_retry && *st.soonest_retry > now)
+      retry_in = *st.soonest_retry - now;
+  }
+  r.retry_after_s = seconds(*retry_in);
+  finish(self, std::move(r));
+}
+
+// -- waiting
+// -----------------------------------------------------------------------
+
+void sleep_for(governor_actor* self, duration d, after_sleep then) {
+  auto& st = self->state;
+  st.on_wake = then;
+  self->delayed_send(self, d, resume_atom_v, ++st.timer_seq);
+}
+
+// Runs `then` unless the call has stalled: its own unproductive time and the
+// scope's time without progress both past the window. The backend is asked
+// only when the local account is over; a backend fault fails closed.
+void check_stall(governor_actor* self, std::function<void()> then) {
+  auto& st = self->state;
+  auto window = st.policy().stall_window;
+  if (!(st.clock->stalled(self->clock().now()) > window)) {
+    then();
+    return;
+  }
+  self->request(st.route().backend, st.route().backend_timeout,
+                progress_age_atom_v, st.route().scope)
+      .then(
+          [self, window, then](const progress_age& age) {
+            auto& st = self->state;
+            auto local = st.clock->stalled(self->clock().now());
+            if (policy::stall_verdict(local, age.age, window))
+              exhausted(self, "stalled");
+            else
+              then();
+          },
+          [self](caf::error&) {
+            call_result r;
+            r.status = call_status::governance_backend_error;
+            r.retry_after_s = seconds(self->state.policy().poll_interval);
+            finish(self, std::move(r));
+          });
+}
+
+// No source can take the call now: wait a jittered poll interval, or less if
+// a breaker turns half-open or closed, or a source permit frees.
+void wait_for_source(governor_actor* self) {
+  auto& st = self->state;
+  if (!st.watching) {
+    st.watching = true;
+    for (auto& src : st.route().sources) {
+      self->request(src.breaker.actor, caf::infinite, subscribe_atom_v)
+          .then([](const breaker_status&) {}, [](caf::error&) {});
+      self->send(src.gate, watch_atom_v);
+    }
+  }
+  st.waiting_for_source = true;
+  sleep_for(self, policy::poll_delay(st.policy().poll_interval, st.uniform()),
+            after_sleep::next_round);
+}
+
+void wake_early(governor_actor* self) {
+  auto& st = self->state;
+  if (!st.waiting_for_source)
+    return;
+  st.waiting_for_source = false;
+  ++st.timer_seq; // the poll timer is stale now
+  next_round(self);
+}
+
+// -- attempts
+// ------------------------------------------------------------------------
+
+void release_source_permit(governor_actor* self, size_t idx, permit_id id) {
+  auto& src = self->state.route().sources[idx];
+  release_permit(self, *src.tier, src.gate, id);
+  self->send(src.gate, wake_atom_v); // tell waiting governors
+}
+
+bool is_timeout(const caf::error& err) {
+  return err.category() == caf::atom("system") &&
+         err.code() == static_cast<uint8_t>(caf::sec::request_timeout);
+}
+
+void on_outcome(governor_actor* self, source_reply reply) {
+  auto& st = self->state;
+  auto cur = std::move(*st.current);
+  st.current.reset();
+  auto now = self->clock().now();
+  const auto& pol = st.policy();
+  const auto& src = st.route().sources[cur.source];
+  // 429 that does not spend the retry budget goes back to the stall account.
+  bool refund =
+      reply.kind == outcome_kind::rate_limited && !pol.rate_limit_spends_retry;
+  st.clock->end_attempt(now, refund);
+  auto in_flight = src.tier->load().in_use;
+  release_source_permit(self, cur.source, cur.permit);
+  self->send(src.gate, aimd_atom_v, reply.kind, in_flight);
+  call_outcome out;
+  out.generation = cur.verdict.generation;
+  out.lease = cur.verdict.lease;
+  out.kind = reply.kind;
+  out.elapsed = now - cur.started;
+  if (reply.retry_after)
+    out.retry_after = now + *reply.retry_after;
+  self->send(src.breaker.actor, record_atom_v, out);
+  st.attempts.push_back(
+      {src.name, reply.kind, reply.status, now - cur.started});
+  switch (reply.kind) {
+  case outcome_kind::ok: {
+    // Telemetry: never changes the verdict, never fails the call.
+    self->send(st.route().backend, progress_atom_v, st.route().scope);
+    call_result r;
+    r.source = src.name;
+    r.body = std::move(reply.body);
+    r.upstream_status = reply.status;
+    finish(self, std::move(r));
+    return;
+  }
+  case outcome_kind::permanent: {
+    // Fail fast: the request itself is wrong; no retry, no stall check.
+    call_result r;
+    r.status = call_status::upstream_error;
+    r.source = src.name;
+    r.body = std::move(reply.body);
+    r.upstream_status = reply.status;
+    finish(self, std::move(r));
+    return;
+  }
+  case outcome_kind::rate_limited:
+  case outcome_kind::transient:
+  case outcome_kind::timeout:
+    break;
+  }
+  bool spends =
+      reply.kind != outcome_kind::rate_limited || pol.rate_limit_spends_retry;
+  if (spends)
+    ++st.fails;
+  st.last_failed = cur.source;
+  auto delay = policy::backoff_delay(pol.backoff, st.fails, st.uniform(),
+                                     reply.retry_after);
+  if (st.fails >= pol.max_attempts) {
+    exhausted(self, "retry_exhausted", delay);
+    return;
+  }
+  // After a 429 backoff the stall check guards against saturation loops
+  // (429 may not spend the retry budget); other failures spend it.
+  sleep_for(self, delay,
+            reply.kind == outcome_kind::rate_limited
+                ? after_sleep::stall_check_then_round
+                : after_sleep::next_round);
+}
+
+void start_attempt(governor_actor* self, size_t idx, permit_id permit,
+                   const breaker_verdict& verdict) {
+  auto& st = self->state;
+  const auto& src = st.route().sources[idx];
+  auto runner =
+      self->spawn<caf::linked>(attempt_runner, src.actor, st.cfg.request);
+  auto now = self->clock().now();
+  st.clock->begin_attempt(now);
+  st.current = running_attempt{idx, permit, verdict, now, runner};
+  self->request(runner, st.policy().attempt_timeout, run_atom_v)
+      .then([self](source_reply& reply) { on_outcome(self, std::move(reply)); },
+            [self, runner](caf::error& err) {
+              // Stop the attempt: the source sees its requester terminate.
+              self->unlink_from(runner);
+              self->send_exit(runner, caf::exit_reason::kill);
+              source_reply r;
+              r.kind = is_timeout(err) ? outcome_kind::timeout
+                                       : outcome_kind::transient;
+              on_outcome(self, std::move(r));
+            });
+}
+
+// -- selection
+// -------------------------------------------------------------------------
+
+std::vector<size_t> candidate_order(governor_state& st) {
+  const auto& route = st.route();
+  std::vector<size_t> order(route.sources.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (!route.weights.empty()) {
+    // Weighted random order (Efraimidis-Spirakis: key u^(1/w), largest first).
+    std::vector<double> key(order.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      key[i] = std::pow(st.uniform(), 1.0 / route.weights[i]);
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return key[a] > key[b]; });
+  }
+  // Failover: after a failure, prefer any other source.
+  if (st.last_failed && order.size() > 1) {
+    auto i = std::find(order.begin(), order.end(), *st.last_failed);
+    std::rotate(i, i + 1, order.end());
+  }
+  return order;
+}
+
+void try_candidate(governor_actor* self,
+                   std::shared_ptr<const std::vector<size_t>> order, size_t i) {
+  auto& st = self->state;
+  if (i == order->size()) {
+    check_stall(self, [self] { wait_for_source(self); });
+    return;
+  }
+  auto idx = (*order)[i];
+  const auto& src = st.route().sources[idx];
+  // The mirror skips an open breaker without a message.
+  if (src.breaker.is_open() || !src.tier->try_acquire()) {
+    try_candidate(self, std::move(order), i + 1);
+    return;
+  }
+  auto permit = src.tier->next_permit_id();
+  attach_permit(self, src.tier, src.gate, permit);
+  self->request(src.breaker.actor, caf::infinite, allow_atom_v)
+      .then(
+          [self, order, i, idx, permit](const breaker_verdict& v) {
+            if (v.may_go()) {
+              start_attempt(self, idx, permit, v);
+              return;
+            }
+            auto& st = self->state;
+            if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
+              st.soonest_retry = v.retry_at;
+            release_source_permit(self, idx, permit);
+            try_candidate(self, order, i + 1);
+          },
+          [self, order, i, idx, permit](caf::error&) {
+            release_source_permit(self, idx, permit);
+            try_candidate(self, order, i + 1);
+          });
+}
+
+void next_round(governor_actor* self) {
+  auto& st = self->state;
+  st.soonest_retry.reset();
+  auto order = std::make_shared<const std::vector<size_t>>(candidate_order(st));
+  try_candidate(self, std::move(order), 0);
+}
+
+// -- the behavior
+// --------------------------------------------------------------------------
+
+caf::behavior governor(governor_actor* self, governor_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.rng.seed(st.cfg.seed);
+  // Attempt runners are linked to us; their exits (normal, or the kill we
+  // send on a timeout) must not take us down.
+  self->set_exit_handler([](caf::exit_msg&) {});
+  return {
+      [self](call_atom) -> caf::result<call_result> {
+        auto& st = self->state;
+        if (st.started)
+          return caf::sec::invalid_argument; // one call per governor
+        st.started = true;
+        st.promise = self->make_response_promise<call_result>();
+        st.clock.emplace(self->clock().now());
+        admit(self, st.cfg.admission, st.cfg.wait_timeout,
+              [self](caf::expected<admission_ticket> t) {
+                auto& st = self->state;
+                if (!t) {
+                  call_result r;
+                  r.status = call_status::tool_busy;
+                  r.busy_tier = busy_tier(t.error());
+                  r.retry_after_s = seconds(st.cfg.wait_timeout);
+                  finish(self, std::move(r));
+                  return;
+                }
+                st.ticket = std::move(*t);
+                next_round(self);
+              });
+        return st.promise;
+      },
+      [self](resume_atom, uint64_t seq) {
+        auto& st = self->state;
+        if (seq != st.timer_seq)
+          return; // stale
+        st.waiting_for_source = false;
+        if (st.on_wake == after_sleep::stall_check_then_round)
+          check_stall(self, [self] { next_round(self); });
+        else
+          next_round(self);
+      },
+      [self](const breaker_event& ev) {
+        if (ev.to != breaker_state::open)
+          wake_early(self);
+      },
+      [self](freed_atom, const std::string&) { wake_early(self); },
+      [self](status_atom) {
+        auto& st = self->state;
+        auto now = self->clock().now();
+        return governor_status{st.clock ? st.clock->stalled(now) : duration{},
+                               st.clock ? st.clock->productive() : duration{},
+                               st.fails,
+                               static_cast<uint32_t>(st.attempts.size())};
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_governor(caf::actor_system& sys, governor_config cfg) {
+  return sys.spawn(governor, std::move(cfg));
+}
+
+} // namespace sluice

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/admission.hpp"
+#include "actors/source_gate.hpp"
+#include "messages/call.hpp"
+#include "runtime/policy/call_policy.hpp"
+
+namespace sluice {
+
+/// What every call on one route shares: its sources, its call policy, its
+/// scope and the backend that holds the scope's progress. Immutable once
+/// built; governors hold it by `shared_ptr`.
+struct route_plan {
+  std::string name;
+  /// Calls whose progress is judged together (default: the route's name).
+  std::string scope;
+  /// In preference order.
+  std::vector<source_handle> sources;
+  /// Empty: try sources in preference order. Otherwise one positive weight
+  /// per source: each round orders them by weighted random draw.
+  std::vector<double> weights;
+  policy::call_policy policy;
+  /// The scope-state backend (see actors/scope_backend.hpp).
+  caf::actor backend;
+  /// Longest wait for the backend; past it the call fails closed.
+  duration backend_timeout = std::chrono::seconds{2};
+};
+
+/// Everything one governor needs.
+struct governor_config {
+  call_request request;
+  admission_path admission;
+  duration wait_timeout = std::chrono::seconds{3};
+  std::shared_ptr<const route_plan> route;
+  /// Seeds the governor's jitter and weighted order (deterministic tests).
+  uint64_t seed = 0;
+};
+
+/// Spawns the governor of one call (SPEC §3). Send it `call_atom` to start;
+/// it replies once with a `call_result` and quits.
+///
+/// The loop: admission (session -> connection -> global, one deadline) ->
+/// pick a runnable source (breaker not open, a source-tier permit, the
+/// breaker's go or probe lease) -> attempt (productive time, bounded by
+/// `attempt_timeout`) -> outcome to breaker, AIMD and scope progress ->
+/// success, fail fast (permanent), back off and retry, wait for a source, or
+/// a verdict (`retry_exhausted`, `stalled`).
+///
+/// **Cancellation is termination**: kill the governor and its admission
+/// permits, source permit, probe lease and in-flight attempt all come back
+/// (each owner observes it; the attempt's runner is linked to it). Its
+/// promise then vanishes: a caller waiting for the reply must monitor it.
+caf::actor spawn_governor(caf::actor_system& sys, governor_config cfg);
+
+} // namespace sluice

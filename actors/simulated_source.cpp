@@ -1,0 +1,186 @@
+#include "actors/simulated_source.hpp"
+
+#include <random>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+
+namespace sluice {
+
+void validate(const sim_config& cfg) {
+  auto refuse = [](const std::string& field, const std::string& why) {
+    throw std::invalid_argument(field + ": " + why);
+  };
+  if (cfg.phases.empty())
+    refuse("phases", "needs at least one phase");
+  for (size_t i = 0; i < cfg.phases.size(); ++i) {
+    auto& p = cfg.phases[i];
+    auto at = "phases[" + std::to_string(i) + "].";
+    if (p.length < duration::zero())
+      refuse(at + "length", "must not be negative");
+    if (p.latency_min < duration::zero() || p.latency_max < p.latency_min)
+      refuse(at + "latency_max", "needs 0 <= latency_min <= latency_max");
+    double sum = 0;
+    for (auto [name, r] : {std::pair{"transient_rate", p.transient_rate},
+                           std::pair{"rate_limit_rate", p.rate_limit_rate},
+                           std::pair{"permanent_rate", p.permanent_rate},
+                           std::pair{"hang_rate", p.hang_rate}}) {
+      if (!(r >= 0.0 && r <= 1.0))
+        refuse(at + name, "must be in [0, 1]");
+      sum += r;
+    }
+    if (sum > 1.0 + 1e-9)
+      refuse(at + "rates", "must add up to at most 1");
+  }
+}
+
+namespace {
+
+using sim_reply_atom = caf::atom_constant<caf::atom("simreply")>;
+
+struct pending_attempt {
+  caf::response_promise promise;
+  caf::actor_addr requester;
+  source_reply reply;
+};
+
+struct sim_state {
+  sim_config cfg;
+  std::shared_ptr<sim_stats> stats;
+  std::mt19937_64 rng;
+  time_point started{};
+  uint64_t next_id = 1;
+  std::unordered_map<uint64_t, pending_attempt> pending;
+
+  static inline const char* name = "sluice.simulated_source";
+
+  const sim_phase& phase_at(time_point now) const {
+    auto elapsed = now - started;
+    duration total{};
+    for (auto& p : cfg.phases)
+      total += p.length;
+    if (cfg.repeat && total > duration::zero())
+      elapsed = elapsed % total;
+    for (auto& p : cfg.phases) {
+      if (p.length == duration::zero() || elapsed < p.length)
+        return p;
+      elapsed -= p.length;
+    }
+    return cfg.phases.back();
+  }
+
+  double draw() {
+    return std::uniform_real_distribution<double>{0.0, 1.0}(rng);
+  }
+};
+
+using sim_actor = caf::stateful_actor<sim_state>;
+
+// Picks this attempt's fate: its reply, or nothing for a hang.
+std::optional<source_reply> fate(sim_state& st, const sim_phase& p) {
+  using policy::outcome_kind;
+  auto x = st.draw();
+  auto pick = [&](double rate) {
+    if (x < rate)
+      return true;
+    x -= rate;
+    return false;
+  };
+  if (pick(p.hang_rate)) {
+    ++st.stats->hung;
+    return std::nullopt;
+  }
+  if (pick(p.transient_rate)) {
+    ++st.stats->transient;
+    return source_reply{outcome_kind::transient, 503,
+                        R"({"error":"simulated 503"})", p.retry_after};
+  }
+  if (pick(p.rate_limit_rate)) {
+    ++st.stats->rate_limited;
+    return source_reply{outcome_kind::rate_limited, 429,
+                        R"({"error":"simulated 429"})", p.retry_after};
+  }
+  if (pick(p.permanent_rate)) {
+    ++st.stats->permanent;
+    return source_reply{outcome_kind::permanent, 400,
+                        R"({"error":"simulated 400"})", std::nullopt};
+  }
+  ++st.stats->ok;
+  return source_reply{outcome_kind::ok, 200, st.cfg.body, std::nullopt};
+}
+
+caf::behavior sim(sim_actor* self, sim_config cfg,
+                  std::shared_ptr<sim_stats> stats) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.stats = std::move(stats);
+  st.rng.seed(st.cfg.seed);
+  st.started = self->clock().now();
+  // A requester that terminated cancelled its attempts.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto i = st.pending.begin(); i != st.pending.end();) {
+      if (i->second.requester == dm.source) {
+        --st.stats->in_flight;
+        ++st.stats->cancelled;
+        i = st.pending.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  });
+  return {
+      [self](attempt_atom, const call_request&) -> caf::result<source_reply> {
+        auto& st = self->state;
+        ++st.stats->attempts;
+        ++st.stats->in_flight;
+        auto now = self->clock().now();
+        const auto& p = st.phase_at(now);
+        auto latency = p.latency_min;
+        if (p.latency_max > p.latency_min)
+          latency += std::chrono::duration_cast<duration>(
+              (p.latency_max - p.latency_min) * st.draw());
+        auto reply = fate(st, p);
+        auto id = st.next_id++;
+        auto requester =
+            caf::actor_cast<caf::actor_addr>(self->current_sender());
+        auto promise = self->make_response_promise();
+        st.pending.emplace(id, pending_attempt{promise, requester,
+                                               reply.value_or(source_reply{})});
+        if (requester)
+          self->monitor(requester);
+        if (reply)
+          self->delayed_send(self, latency, sim_reply_atom::value, id);
+        return caf::delegated<source_reply>{};
+      },
+      [self](sim_reply_atom, uint64_t id) {
+        auto& st = self->state;
+        auto i = st.pending.find(id);
+        if (i == st.pending.end())
+          return; // cancelled meanwhile
+        --st.stats->in_flight;
+        auto p = std::move(i->second);
+        st.pending.erase(i);
+        if (p.requester)
+          self->demonitor(p.requester);
+        p.promise.deliver(std::move(p.reply));
+      },
+  };
+}
+
+} // namespace
+
+simulated_source spawn_simulated_source(caf::actor_system& sys,
+                                        sim_config cfg) {
+  validate(cfg);
+  auto stats = std::make_shared<sim_stats>();
+  auto a = sys.spawn(sim, std::move(cfg), stats);
+  return {caf::actor_cast<source_actor>(a), std::move(stats)};
+}
+
+} // namespace sluice

@@ -1,0 +1,88 @@
+#include "actors/source_gate.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "messages/atoms.hpp"
+
+namespace sluice {
+
+namespace {
+
+struct gate_state {
+  std::string source;
+  std::shared_ptr<policy::tier_counter> tier;
+  std::optional<policy::aimd_limit> limit;
+  std::vector<caf::actor> watchers;
+
+  static inline const char* name = "sluice.source_gate";
+};
+
+using gate_actor = caf::stateful_actor<gate_state>;
+
+caf::behavior gate(gate_actor* self, std::string name,
+                   std::shared_ptr<policy::tier_counter> tier,
+                   policy::aimd_config aimd) {
+  auto& st = self->state;
+  st.source = std::move(name);
+  st.tier = std::move(tier);
+  st.limit.emplace(aimd);
+  st.tier->set_cap(st.limit->limit());
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& ws = self->state.watchers;
+    ws.erase(std::remove_if(
+                 ws.begin(), ws.end(),
+                 [&](const caf::actor& w) { return w.address() == dm.source; }),
+             ws.end());
+  });
+  return {
+      [self](aimd_atom, policy::outcome_kind kind, uint32_t in_flight) {
+        auto& st = self->state;
+        using policy::outcome_kind;
+        if (kind == outcome_kind::ok)
+          st.limit->on_success(in_flight);
+        else if (kind == outcome_kind::rate_limited ||
+                 kind == outcome_kind::timeout)
+          st.limit->on_drop();
+        st.tier->set_cap(st.limit->limit());
+      },
+      [self](watch_atom) {
+        auto w = caf::actor_cast<caf::actor>(self->current_sender());
+        auto& ws = self->state.watchers;
+        if (w && std::find(ws.begin(), ws.end(), w) == ws.end()) {
+          self->monitor(w);
+          ws.push_back(std::move(w));
+        }
+      },
+      // A permit came back: wake every watcher once; they re-run selection.
+      [self](wake_atom) {
+        for (auto& w : self->state.watchers)
+          self->send(w, freed_atom_v, self->state.source);
+      },
+      [self](status_atom) {
+        auto s = self->state.tier->load();
+        return tier_status{tier_kind::global, self->state.tier->cap(), s.in_use,
+                           s.waiting};
+      },
+  };
+}
+
+} // namespace
+
+source_handle make_source(caf::actor_system& sys, std::string name,
+                          source_actor actor,
+                          const policy::breaker_config& breaker,
+                          const policy::aimd_config& aimd) {
+  policy::validate(aimd);
+  auto tier = std::make_shared<policy::tier_counter>(aimd.initial);
+  auto b = spawn_breaker(sys, name, breaker);
+  auto g = sys.spawn(gate, name, tier, aimd);
+  return {std::move(name), std::move(actor), std::move(b), std::move(tier),
+          std::move(g)};
+}
+
+} // namespace sluice

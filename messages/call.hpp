@@ -1,0 +1,89 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "messages/admission.hpp"
+#include "runtime/policy/outcome.hpp"
+#include "runtime/policy/time.hpp"
+
+namespace sluice {
+
+/// One call as the caller made it. The payload is opaque to the runtime;
+/// sources interpret it (an OpenAI request body, a tool call, ...).
+struct call_request {
+  /// The route it was made on (selects sources and the call policy).
+  std::string route;
+  std::string payload;
+};
+
+/// A source's answer to one attempt.
+struct source_reply {
+  policy::outcome_kind kind = policy::outcome_kind::ok;
+  /// Upstream status code, if there is one (HTTP status), else 0.
+  int status = 0;
+  /// The answer (ok) or the upstream's error body (permanent).
+  std::string body;
+  /// Retry-After given by the upstream (429 or 503).
+  std::optional<duration> retry_after;
+};
+
+/// One attempt of a call, for the caller's record.
+struct attempt_record {
+  std::string source;
+  policy::outcome_kind kind;
+  int status;
+  duration elapsed;
+};
+
+/// How a governed call ended.
+enum class call_status : uint8_t {
+  ok,
+  /// Admission deadline passed (`busy_tier` names the tier).
+  tool_busy,
+  /// No source could complete it (`reason`: stalled | retry_exhausted).
+  all_sources_exhausted,
+  /// A permanent upstream error, passed through (`upstream_status`, `body`).
+  upstream_error,
+  /// The scope-state backend failed; nothing was let through (fail-closed).
+  governance_backend_error,
+};
+
+std::string_view to_string(call_status x) noexcept;
+
+/// The governor's single reply to a call.
+struct call_result {
+  call_status status = call_status::ok;
+  /// The source that answered (ok, upstream_error).
+  std::string source;
+  /// The answer (ok) or the upstream's error body (upstream_error).
+  std::string body;
+  int upstream_status = 0;
+  /// For all_sources_exhausted: "stalled" or "retry_exhausted".
+  std::string reason;
+  /// When it is worth trying again (all_sources_exhausted, tool_busy).
+  double retry_after_s = 0;
+  std::optional<tier_kind> busy_tier;
+  /// Every attempt made, in order.
+  std::vector<attempt_record> attempts;
+
+  bool ok() const noexcept { return status == call_status::ok; }
+};
+
+/// A governor's accounts, for status pages and tests.
+struct governor_status {
+  duration stalled;
+  duration productive;
+  uint32_t fails;
+  uint32_t attempts;
+};
+
+/// What the scope-state backend knows of a scope's progress: the time since
+/// any call in it last succeeded, or nothing if none ever did (+infinity).
+struct progress_age {
+  std::optional<duration> age;
+};
+
+} // namespace sluice

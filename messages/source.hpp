@@ -1,0 +1,30 @@
+#pragma once
+
+// The interface of a source: what users implement to plug their own
+// upstream into Sluice.
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/call.hpp"
+
+namespace sluice {
+
+/// A source: `(attempt_atom, call_request) -> source_reply`, one reply per
+/// attempt, with the outcome class (`ok`, `rate_limited` + optional
+/// Retry-After, `transient`, `timeout`, `permanent`).
+///
+/// Contract:
+/// - The runtime sends each attempt from a short-lived actor of its own and
+///   enforces the attempt's deadline around it; the source need not.
+/// - **Cancellation is termination**: when a call is cancelled or its attempt
+///   times out, the requesting actor terminates. A source that holds
+///   resources per attempt (a connection, a stream) should `monitor` the
+///   requester (`self->current_sender()`) and abandon the attempt on its
+///   `down_msg`. The built-in sources do.
+/// - Replying after the requester is gone is harmless (the reply is dropped).
+using source_actor = caf::typed_actor<
+    caf::replies_to<attempt_atom, call_request>::with<source_reply>>;
+
+} // namespace sluice

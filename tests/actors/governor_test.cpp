@@ -1,0 +1,331 @@
+// The governor beyond the seed cases: retry exhaustion and its backoffs,
+// failover and breakers, early wake, AIMD, fail fast, cancellation at every
+// stage, the backend failing closed.
+
+#include <chrono>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+#include <catch2/catch.hpp>
+
+#include "governor_fixture.hpp"
+#include "messages/atoms.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using namespace sluice::testing;
+using policy::outcome_kind;
+
+namespace {
+
+policy::call_policy quick_policy() {
+  policy::call_policy p;
+  p.max_attempts = 4;
+  p.stall_window = 60s;
+  p.attempt_timeout = 30s;
+  p.backoff = {1s, 10s, 0.0};
+  p.poll_interval = 30s;
+  return p;
+}
+
+sim_phase answering(duration latency, double transient = 0,
+                    double limited = 0) {
+  sim_phase p;
+  p.latency_min = p.latency_max = latency;
+  p.transient_rate = transient;
+  p.rate_limit_rate = limited;
+  return p;
+}
+
+test_source src(std::string name, sim_phase phase,
+                policy::breaker_config b = lenient_breaker()) {
+  test_source s;
+  s.name = std::move(name);
+  s.sim.phases = {phase};
+  s.breaker = b;
+  return s;
+}
+
+policy::breaker_config trips_after(uint32_t failures, duration open_for) {
+  policy::breaker_config b;
+  b.window_size = failures;
+  b.min_samples = failures;
+  b.failure_rate_threshold = 1.0;
+  b.open_duration = open_for;
+  return b;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(governor_fixture,
+                 "retries stop after max_attempts transient failures, with "
+                 "exponential backoffs") {
+  make_route({src("a", answering(500ms, 1.0))}, quick_policy());
+  auto t0 = now();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().status == call_status::all_sources_exhausted);
+  CHECK(c.result().reason == "retry_exhausted");
+  REQUIRE(c.result().attempts.size() == 4);
+  for (auto& a : c.result().attempts)
+    CHECK(a.kind == outcome_kind::transient);
+  // Four 0.5 s attempts and backoffs of 1 s, 2 s and 4 s between them.
+  CHECK(c.report->done_at - t0 == 4 * 500ms + 1s + 2s + 4s);
+  // The next try is worth making after the next backoff (8 s).
+  CHECK(c.result().retry_after_s == Approx(8.0));
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "seeded jitter keeps each backoff within its bounds and is "
+                 "reproducible") {
+  auto p = quick_policy();
+  p.backoff.jitter = 0.5;
+  make_route({src("a", answering(500ms, 1.0))}, p);
+  auto t0 = now();
+  auto c1 = call(7);
+  run_until_done(c1, 1h);
+  auto took = c1.report->done_at - t0;
+  CHECK(took >= 2s + (7s / 2));
+  CHECK(took <= 2s + 7s);
+  t0 = now();
+  auto c2 = call(7);
+  run_until_done(c2, 1h);
+  CHECK(c2.report->done_at - t0 == took); // same seed, same waits
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a permanent upstream error fails fast with the upstream's "
+                 "answer") {
+  sim_phase bad = answering(200ms);
+  bad.permanent_rate = 1.0;
+  make_route({src("a", bad), src("b", answering(200ms))}, quick_policy());
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().status == call_status::upstream_error);
+  CHECK(c.result().upstream_status == 400);
+  CHECK(c.result().source == "a");
+  CHECK(c.result().attempts.size() == 1);
+  CHECK(stats(1).attempts == 0); // no failover for a bad request
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "failover: a failed attempt is retried on another source") {
+  make_route({src("a", answering(100ms, 1.0)), src("b", answering(100ms))},
+             quick_policy());
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().ok());
+  CHECK(c.result().source == "b");
+  REQUIRE(c.result().attempts.size() == 2);
+  CHECK(c.result().attempts[0].source == "a");
+  CHECK(c.result().attempts[0].kind == outcome_kind::transient);
+  CHECK(c.result().attempts[1].source == "b");
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "failover: once a's breaker opens calls stop going to a, and "
+                 "one probe goes there when it half-opens") {
+  make_route({src("a", answering(100ms, 1.0), trips_after(3, 60s)),
+              src("b", answering(100ms))},
+             quick_policy());
+  for (int i = 0; i < 3; ++i)
+    run_until_done(call(i + 1), 1h);
+  REQUIRE(source(0).breaker.is_open());
+  auto a_attempts = stats(0).attempts.load();
+  CHECK(a_attempts == 3);
+  for (int i = 0; i < 5; ++i) {
+    auto c = call(10 + i);
+    run_until_done(c, 1h);
+    CHECK(c.result().source == "b");
+  }
+  CHECK(stats(0).attempts == a_attempts); // a was skipped
+  advance(60s);                           // a half-opens
+  auto probe = call(99);
+  run_until_done(probe, 1h);
+  CHECK(stats(0).attempts == a_attempts + 1); // exactly one probe
+  CHECK(probe.result().source == "b");        // the probe failed; b answered
+  CHECK(source(0).breaker.is_open());
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a governor waiting for a source wakes on a half-open "
+                 "broadcast, long before its poll interval") {
+  auto p = quick_policy();
+  p.poll_interval = 120s;
+  p.stall_window = 600s;
+  make_route({src("a", answering(100ms), trips_after(1, 5s))}, p);
+  // Open a's breaker with one failed call.
+  call_outcome fail;
+  fail.generation = source(0).breaker.mirror->load().generation;
+  fail.kind = outcome_kind::transient;
+  caf::anon_send(source(0).breaker.actor, record_atom_v, fail);
+  run();
+  REQUIRE(source(0).breaker.is_open());
+  auto opened = now();
+  auto c = call();
+  advance(4s);
+  CHECK_FALSE(c.done()); // waiting for a runnable source
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().ok());
+  // Half-open at 5 s, probe answered 100 ms later; the poll was 60-120 s.
+  CHECK(c.report->done_at - opened == 5s + 100ms);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a governor waiting for a source wakes when a source permit "
+                 "frees") {
+  auto p = quick_policy();
+  p.poll_interval = 120s;
+  p.stall_window = 600s;
+  test_source s = src("a", answering(10s));
+  s.aimd.initial = 1;
+  s.aimd.min = 1;
+  s.aimd.max = 1;
+  make_route({s}, p);
+  auto first = call(1);
+  advance(1s);
+  auto second = call(2); // the only permit is taken: waits
+  run_until_done(second, 1h);
+  REQUIRE(second.done());
+  CHECK(second.result().ok());
+  // The first call's permit frees at 10 s; the second answers 10 s later.
+  CHECK(second.report->done_at - first.report->done_at == 10s);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "AIMD: the source limit shrinks under 429s and recovers "
+                 "under successes") {
+  sim_phase limited = answering(100ms, 0, 1.0);
+  limited.length = 10s;
+  test_source s = src("a", limited);
+  s.sim.phases.push_back(answering(100ms));
+  s.aimd.initial = 16;
+  s.aimd.min = 2;
+  s.aimd.max = 32;
+  auto p = quick_policy();
+  p.backoff = {200ms, 1s, 0.0};
+  make_route({s}, p);
+  auto c = call();
+  advance(9s);                       // 429s for nine seconds
+  CHECK(source(0).tier->cap() == 2); // shrunk to its floor
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().ok());
+  // Successes with the source well used grow it back, one at a time.
+  std::vector<governed_call> calls;
+  for (int round = 0; round < 40; ++round) {
+    for (uint32_t i = 0; i < source(0).tier->cap(); ++i)
+      calls.push_back(call(100 + round * 64 + i));
+    advance(1s);
+  }
+  CHECK(source(0).tier->cap() == 32); // never above max
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "cancellation during backoff returns everything") {
+  make_route({src("a", answering(100ms, 1.0))}, quick_policy());
+  auto path = fresh_path();
+  auto c = call(path);
+  advance(500ms); // the first attempt failed; backing off 1 s
+  REQUIRE(stats(0).attempts == 1);
+  REQUIRE(stats(0).in_flight == 0);
+  caf::anon_send_exit(c.governor, caf::exit_reason::kill);
+  run();
+  CHECK(c.report->cancelled);
+  CHECK(path.session.status().in_use == 0);
+  CHECK(path.global.status().in_use == 0);
+  CHECK(source(0).tier->load().in_use == 0);
+  advance(10s);
+  CHECK(stats(0).attempts == 1); // no attempt after the kill
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "cancellation while waiting for admission returns "
+                 "everything") {
+  make_route({src("a", answering(100ms))}, quick_policy());
+  auto path = fresh_path();
+  auto blocker_path = path;
+  blocker_path.session = spawn_session_tier(sys, 16);
+  path.connection = spawn_connection_tier(sys, 1);
+  blocker_path.connection = path.connection;
+  // The blocker holds the connection's only permit in a long attempt.
+  make_route({src("slow", answering(100s))}, quick_policy());
+  auto blocker = call(blocker_path);
+  auto c = call(path);
+  REQUIRE(path.connection.status().waiting == 1);
+  CHECK(path.session.status().in_use == 1);
+  caf::anon_send_exit(c.governor, caf::exit_reason::kill);
+  run();
+  CHECK(c.report->cancelled);
+  CHECK(path.session.status().in_use == 0);
+  CHECK(path.connection.status().waiting == 0);
+  CHECK(path.connection.status().in_use == 1); // the blocker's
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "cancelling a probe frees the breaker's lease and the "
+                 "source's attempt") {
+  // The probe's answer (20 s) comes within its lease (one 30 s open period).
+  make_route({src("a", answering(20s), trips_after(1, 30s))}, quick_policy());
+  call_outcome fail;
+  fail.generation = source(0).breaker.mirror->load().generation;
+  fail.kind = outcome_kind::transient;
+  caf::anon_send(source(0).breaker.actor, record_atom_v, fail);
+  advance(30s); // half-open
+  auto probe = call(1);
+  advance(1s);
+  REQUIRE(stats(0).in_flight == 1);
+  caf::anon_send_exit(probe.governor, caf::exit_reason::kill);
+  run();
+  CHECK(stats(0).in_flight == 0);
+  CHECK(source(0).tier->load().in_use == 0);
+  // The lease is free at once: the next call becomes the probe.
+  auto next = call(2);
+  run_until_done(next, 1h);
+  CHECK(next.result().ok());
+  CHECK(source(0).breaker.mirror->load().state == breaker_state::closed);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a failing scope backend fails the call closed") {
+  // A backend that refuses every question.
+  backend = sys.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {
+        [](progress_atom, const std::string&) {},
+        [](progress_age_atom, const std::string&) -> caf::result<progress_age> {
+          return caf::sec::runtime_error;
+        },
+    };
+  });
+  auto p = quick_policy();
+  p.stall_window = 10s;
+  p.poll_interval = 2s;
+  make_route({src("a", answering(100ms))}, p);
+  caf::anon_send(source(0).breaker.actor, isolate_atom_v);
+  run();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().status == call_status::governance_backend_error);
+  CHECK(global.status().in_use == 0);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a call that waits past the admission deadline gets "
+                 "tool_busy naming the tier") {
+  make_route({src("a", answering(100s))}, quick_policy());
+  auto path = fresh_path();
+  path.session = spawn_session_tier(sys, 1);
+  auto first = call(path);
+  auto second = call(path);
+  advance(3s);
+  REQUIRE(second.done());
+  CHECK(second.result().status == call_status::tool_busy);
+  CHECK(second.result().busy_tier == tier_kind::session);
+  CHECK(second.result().attempts.empty());
+}
