@@ -142,8 +142,8 @@ void record(breaker_actor* self, const call_outcome& out) {
   // if the outcome is current, and extends an open period whatever the
   // outcome's generation, since extending moves no state and a later
   // instant must win over an earlier one.
-  if (cls == policy::outcome_class::failure && out.retry_after &&
-      (current || m.state() == breaker_state::open))
+  if (m.config().open_on_retry_after && cls == policy::outcome_class::failure &&
+      out.retry_after && (current || m.state() == breaker_state::open))
     announce_if(self, m.open_until(*out.retry_after, now));
 }
 

@@ -175,14 +175,15 @@ void check_stall(governor_actor* self, std::function<void()> then) {
 // a breaker turns half-open or closed, or a source permit frees.
 void wait_for_source(governor_actor* self) {
   auto& st = self->state;
-  if (!st.watching) {
+  if (!st.watching) { // breaker subscriptions last for the whole call
     st.watching = true;
-    for (auto& src : st.route().sources) {
+    for (auto& src : st.route().sources)
       self->request(src.breaker.actor, caf::infinite, subscribe_atom_v)
           .then([](const breaker_status&) {}, [](caf::error&) {});
-      self->send(src.gate, watch_atom_v);
-    }
   }
+  // Permit watches are one-shot: renew them for every wait.
+  for (auto& src : st.route().sources)
+    self->send(src.gate, watch_atom_v);
   st.waiting_for_source = true;
   sleep_for(self, policy::poll_delay(st.policy().poll_interval, st.uniform()),
             after_sleep::next_round);

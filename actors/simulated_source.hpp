@@ -33,7 +33,7 @@ struct sim_phase {
 
 /// A scripted, seeded simulated upstream for tests, demos and benchmarks.
 struct sim_config {
-  std::vector<sim_phase> phases{sim_phase{}};
+  std::vector<sim_phase> phases = std::vector<sim_phase>(1);
   /// Start again at the first phase after the last (instead of staying in
   /// the last one).
   bool repeat = false;

@@ -17,6 +17,7 @@ struct gate_state {
   std::string source;
   std::shared_ptr<policy::tier_counter> tier;
   std::optional<policy::aimd_limit> limit;
+  /// Governors waiting for a permit, in order of arrival (one-shot).
   std::vector<caf::actor> watchers;
 
   static inline const char* name = "sluice.source_gate";
@@ -50,6 +51,7 @@ caf::behavior gate(gate_actor* self, std::string name,
           st.limit->on_drop();
         st.tier->set_cap(st.limit->limit());
       },
+      // One-shot: the sender is told about the next freed permit, once.
       [self](watch_atom) {
         auto w = caf::actor_cast<caf::actor>(self->current_sender());
         auto& ws = self->state.watchers;
@@ -58,10 +60,21 @@ caf::behavior gate(gate_actor* self, std::string name,
           ws.push_back(std::move(w));
         }
       },
-      // A permit came back: wake every watcher once; they re-run selection.
+      // Permits came back: wake as many watchers as there are free permits,
+      // longest-waiting first. Waking all of them would make every waiting
+      // governor race for one permit (a thundering herd: O(waiters) messages
+      // per release).
       [self](wake_atom) {
-        for (auto& w : self->state.watchers)
-          self->send(w, freed_atom_v, self->state.source);
+        auto& st = self->state;
+        auto s = st.tier->load();
+        auto cap = st.tier->cap();
+        size_t free = s.in_use < cap ? cap - s.in_use : 0;
+        auto n = std::min(free, st.watchers.size());
+        for (size_t i = 0; i < n; ++i) {
+          self->demonitor(st.watchers[i]);
+          self->send(st.watchers[i], freed_atom_v, st.source);
+        }
+        st.watchers.erase(st.watchers.begin(), st.watchers.begin() + n);
       },
       [self](status_atom) {
         auto s = self->state.tier->load();

@@ -14,6 +14,8 @@ std::string_view to_string(call_status x) noexcept {
     return "upstream_error";
   case call_status::governance_backend_error:
     return "governance_backend_error";
+  case call_status::cancelled:
+    return "cancelled";
   }
   return "unknown";
 }

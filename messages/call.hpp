@@ -49,6 +49,9 @@ enum class call_status : uint8_t {
   upstream_error,
   /// The scope-state backend failed; nothing was let through (fail-closed).
   governance_backend_error,
+  /// The caller cancelled the call (the governor was terminated). Never sent
+  /// by a governor; reported by the runtime facade to callbacks and futures.
+  cancelled,
 };
 
 std::string_view to_string(call_status x) noexcept;

@@ -166,8 +166,13 @@ std::optional<breaker_transition> breaker_policy::open_until(time_point until,
     open_until_ = std::max(open_until_, until);
     return std::nullopt;
   }
+  // The server names the instant: open exactly until then. This is not one
+  // of our own openings, so it neither grows nor resets the open duration.
   auto from = state_;
-  open(now, until);
+  state_ = breaker_state::open;
+  ++generation_;
+  open_until_ = std::max(until, now);
+  std::visit([](auto& w) { w.clear(); }, window_);
   return breaker_transition{from, breaker_state::open, generation_, now};
 }
 

@@ -50,6 +50,9 @@ struct breaker_config {
   uint32_t half_open_probes = 1;
   /// Which outcomes count as failures, successes or not at all.
   outcome_classes classes;
+  /// Whether a failure carrying Retry-After (a 503 saying "not before")
+  /// opens the breaker until that instant.
+  bool open_on_retry_after = true;
 };
 
 /// Throws `std::invalid_argument` naming the field (e.g.
@@ -114,8 +117,8 @@ public:
   std::optional<breaker_transition> on_open_elapsed(time_point now);
 
   /// The upstream said "not before `until`" (Retry-After on a 503): open now
-  /// (if not open) and stay open until at least `until`. A later instant
-  /// always wins over an earlier one.
+  /// (if not open) until exactly `until`, or extend an open period to it. A
+  /// later instant always wins over an earlier one.
   std::optional<breaker_transition> open_until(time_point until,
                                                time_point now);
 

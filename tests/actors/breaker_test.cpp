@@ -385,3 +385,19 @@ TEST_CASE_METHOD(virtual_time_fixture,
   run();
   CHECK(b.is_open());
 }
+
+TEST_CASE_METHOD(virtual_time_fixture,
+                 "a breaker told to ignore Retry-After stays closed on one "
+                 "503") {
+  policy::breaker_config cfg;
+  cfg.open_on_retry_after = false;
+  auto b = spawn_breaker(sys, "patient", cfg);
+  caf::scoped_actor self{sys};
+  call_outcome out;
+  out.generation = b.mirror->load().generation;
+  out.kind = outcome_kind::transient;
+  out.retry_after = now() + 60s;
+  self->send(b.actor, record_atom_v, out);
+  run();
+  CHECK_FALSE(b.is_open());
+}

@@ -261,3 +261,14 @@ TEST_CASE("outcome classes are configurable per breaker") {
   CHECK(custom.classify(outcome_kind::rate_limited) == outcome_class::failure);
   CHECK(custom.classify(outcome_kind::timeout) == outcome_class::ignored);
 }
+
+TEST_CASE("a server-given instant shorter than open_duration is honoured "
+          "exactly") {
+  breaker_policy b{count_config()}; // open_duration 30 s
+  REQUIRE(b.open_until(t0 + 5s, t0));
+  CHECK(b.open_until() == t0 + 5s);
+  CHECK(b.on_open_elapsed(t0 + 5s));
+  // A server-driven opening does not grow our own open duration.
+  REQUIRE(b.record(b.generation(), true, 1ms, t0 + 5s)); // probe fails
+  CHECK(b.open_until() == t0 + 5s + 30s);
+}

@@ -1,0 +1,243 @@
+#include "runtime/runtime.hpp"
+
+#include <random>
+#include <stdexcept>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/scope_backend.hpp"
+#include "messages/atoms.hpp"
+#include "runtime/config_error.hpp"
+
+namespace sluice {
+
+namespace {
+
+// Runs `f`; turns its `std::invalid_argument("field: problem")` into a
+// `config_error` for the key `prefix.field`.
+template <class F>
+void with_key_prefix(const std::string& prefix, F f) {
+  try {
+    f();
+  } catch (const config_error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    std::string what = e.what();
+    auto colon = what.find(": ");
+    if (colon == std::string::npos)
+      throw config_error(prefix, what);
+    throw config_error(prefix + "." + what.substr(0, colon),
+                       what.substr(colon + 2));
+  }
+}
+
+// Waits for one governor on behalf of a callback: delivers its result, or
+// `cancelled` if it terminated without one.
+struct call_client_state {
+  // Keeps this actor alive until its governor ends: only the governor's
+  // pending reply would reference it otherwise, and an actor nobody
+  // references is terminated before it can see the `down_msg`.
+  caf::actor self_ref;
+  bool answered = false;
+
+  static inline const char* name = "sluice.call_client";
+};
+
+caf::behavior call_client(caf::stateful_actor<call_client_state>* self,
+                          caf::actor governor,
+                          std::function<void(call_result)> done) {
+  self->state.self_ref = caf::actor_cast<caf::actor>(self);
+  self->monitor(governor);
+  self->set_down_handler([self, done](caf::down_msg&) {
+    if (!self->state.answered) {
+      call_result r;
+      r.status = call_status::cancelled;
+      done(std::move(r));
+    }
+    self->quit();
+  });
+  self->request(governor, caf::infinite, call_atom_v)
+      .then(
+          [self, done](call_result& r) {
+            self->state.answered = true;
+            done(std::move(r));
+          },
+          [](caf::error&) {
+            // The governor died without answering: the down handler reports it.
+          });
+  return {[](caf::unit_t) {}};
+}
+
+} // namespace
+
+// -- call_handle
+// ---------------------------------------------------------------
+
+void call_handle::cancel() const {
+  if (governor_)
+    caf::anon_send_exit(governor_, caf::exit_reason::kill);
+}
+
+// -- runtime_config
+// ----------------------------------------------------------------
+
+std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
+  policy::call_policy chat;
+  policy::call_policy embeddings;
+  embeddings.rate_limit_spends_retry = true;
+  embeddings.attempt_timeout = std::chrono::seconds{60};
+  return {{"chat", chat}, {"embeddings", embeddings}};
+}
+
+// -- runtime
+// -----------------------------------------------------------------------
+
+runtime::runtime(caf::actor_system& sys, runtime_config cfg)
+    : sys_(sys)
+    , cfg_(std::move(cfg))
+    , tiers_(sys, cfg_.admission)
+    , embedded_connection_(tiers_.new_connection())
+    , backend_(spawn_local_scope_backend(sys))
+    , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
+  if (cfg_.kinds.empty())
+    throw config_error("kinds", "needs at least one call kind");
+  for (auto& [name, policy] : cfg_.kinds)
+    with_key_prefix("kinds." + name, [&] { validate(policy); });
+}
+
+void runtime::add_source(const std::string& name, source_actor actor,
+                         const source_settings& settings) {
+  auto key = "sources." + name;
+  if (name.empty())
+    throw config_error("sources", "a source needs a name");
+  with_key_prefix(key + ".breaker", [&] { validate(settings.breaker); });
+  with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
+  std::lock_guard<std::mutex> guard{mx_};
+  if (sources_.count(name) != 0)
+    throw config_error(key, "a source with this name already exists");
+  sources_.emplace(name, make_source(sys_, name, std::move(actor),
+                                     settings.breaker, settings.aimd));
+}
+
+simulated_source
+runtime::add_simulated_source(const std::string& name, const sim_config& sim,
+                              const source_settings& settings) {
+  with_key_prefix("sources." + name + ".simulated", [&] { validate(sim); });
+  auto s = spawn_simulated_source(sys_, sim);
+  add_source(name, s.actor, settings);
+  return s;
+}
+
+void runtime::add_route(route_config r) {
+  auto key = "routes." + r.name;
+  if (r.name.empty())
+    throw config_error("routes", "a route needs a name");
+  auto kind = cfg_.kinds.find(r.kind);
+  if (kind == cfg_.kinds.end())
+    throw config_error(key + ".kind", "unknown call kind '" + r.kind + "'");
+  if (r.sources.empty())
+    throw config_error(key + ".sources", "a route needs at least one source");
+  if (!r.weights.empty()) {
+    if (r.weights.size() != r.sources.size())
+      throw config_error(key + ".weights", "needs one weight per source");
+    for (auto w : r.weights)
+      if (!(w > 0.0))
+        throw config_error(key + ".weights", "weights must be positive");
+  }
+  auto plan = std::make_shared<route_plan>();
+  plan->name = r.name;
+  plan->scope = r.scope.empty() ? r.name : r.scope;
+  plan->weights = r.weights;
+  plan->policy = kind->second;
+  plan->backend = backend_;
+  std::lock_guard<std::mutex> guard{mx_};
+  if (routes_.count(r.name) != 0)
+    throw config_error(key, "a route with this name already exists");
+  for (auto& name : r.sources) {
+    auto i = sources_.find(name);
+    if (i == sources_.end())
+      throw config_error(key + ".sources", "unknown source '" + name + "'");
+    plan->sources.push_back(i->second);
+  }
+  routes_.emplace(r.name, std::move(plan));
+}
+
+std::shared_ptr<const route_plan>
+runtime::route(const std::string& name) const {
+  std::lock_guard<std::mutex> guard{mx_};
+  auto i = routes_.find(name);
+  if (i == routes_.end())
+    throw std::invalid_argument("unknown route '" + name + "'");
+  return i->second;
+}
+
+tier_handle runtime::session(const std::string& id) {
+  std::lock_guard<std::mutex> guard{mx_};
+  auto i = sessions_.find(id);
+  if (i != sessions_.end()) {
+    auto counter = i->second.counter.lock();
+    auto owner = caf::actor_cast<caf::actor>(i->second.owner.lock());
+    if (counter && owner)
+      return {tier_kind::session, std::move(counter), std::move(owner)};
+  }
+  // Drop the entries of sessions that ended, now and then.
+  if (sessions_.size() >= 1024 && sessions_.size() % 1024 == 0)
+    for (auto j = sessions_.begin(); j != sessions_.end();)
+      j = j->second.counter.expired() ? sessions_.erase(j) : std::next(j);
+  auto t = tiers_.new_session();
+  sessions_[id] =
+      weak_tier{t.counter, caf::actor_cast<caf::weak_actor_ptr>(t.owner)};
+  return t;
+}
+
+caf::actor runtime::spawn_call(call_request request,
+                               const call_options& options) {
+  governor_config g;
+  g.route = route(request.route);
+  g.admission = tiers_.path(session(options.session),
+                            options.connection.value_or(embedded_connection_));
+  g.wait_timeout = cfg_.admission.wait_timeout;
+  g.request = std::move(request);
+  {
+    std::lock_guard<std::mutex> guard{mx_};
+    g.seed = next_seed_++;
+  }
+  return spawn_governor(sys_, std::move(g));
+}
+
+call_handle runtime::call(call_request request,
+                          std::function<void(call_result)> done,
+                          const call_options& options) {
+  auto gov = spawn_call(std::move(request), options);
+  sys_.spawn(call_client, gov, std::move(done));
+  return call_handle{gov};
+}
+
+std::future<call_result> runtime::call(call_request request,
+                                       const call_options& options) {
+  auto promise = std::make_shared<std::promise<call_result>>();
+  auto result = promise->get_future();
+  call(
+      std::move(request),
+      [promise](call_result r) { promise->set_value(std::move(r)); }, options);
+  return result;
+}
+
+source_handle runtime::source(const std::string& name) const {
+  std::lock_guard<std::mutex> guard{mx_};
+  return sources_.at(name);
+}
+
+std::vector<source_handle> runtime::sources() const {
+  std::lock_guard<std::mutex> guard{mx_};
+  std::vector<source_handle> out;
+  for (auto& [name, s] : sources_)
+    out.push_back(s);
+  return out;
+}
+
+} // namespace sluice

@@ -1,0 +1,158 @@
+#pragma once
+
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/governor.hpp"
+#include "actors/simulated_source.hpp"
+#include "runtime/admission_config.hpp"
+#include "runtime/admission_tiers.hpp"
+
+namespace sluice {
+
+/// A route: which call policy ("kind") governs its calls and which sources
+/// serve it.
+struct route_config {
+  std::string name;
+  /// Key into `runtime_config::kinds`.
+  std::string kind = "chat";
+  /// Source names, in preference order.
+  std::vector<std::string> sources;
+  /// Optional weights, one per source (weighted random order instead).
+  std::vector<double> weights;
+  /// Scope of progress; default: the route's name.
+  std::string scope;
+};
+
+/// Settings of one source's breaker and source tier.
+struct source_settings {
+  policy::breaker_config breaker;
+  policy::aimd_config aimd;
+};
+
+/// Everything the runtime needs at start.
+struct runtime_config {
+  admission_config admission;
+  /// Call policies by kind. Defaults: "chat" (429 does not spend the retry
+  /// budget) and "embeddings" (it does).
+  std::map<std::string, policy::call_policy> kinds = default_kinds();
+  /// Seeds jitter and weighted selection; 0 draws a random seed.
+  uint64_t seed = 0;
+
+  static std::map<std::string, policy::call_policy> default_kinds();
+};
+
+/// Per-call options.
+struct call_options {
+  /// Session identity: calls with the same id share the session tier.
+  std::string session = "default";
+  /// Connection tier; empty: the runtime's shared "embedded" connection.
+  std::optional<tier_handle> connection;
+};
+
+/// A call in flight; `cancel()` terminates its governor, which returns
+/// everything the call held.
+class call_handle {
+public:
+  call_handle() = default;
+  explicit call_handle(caf::actor governor)
+      : governor_(std::move(governor)) {
+    // nop
+  }
+
+  void cancel() const;
+
+  const caf::actor& governor() const noexcept { return governor_; }
+
+private:
+  caf::actor governor_;
+};
+
+/// The facade an embedding service uses without knowing actors: build it
+/// from a config, register sources (built-in or the service's own actors) and
+/// routes, then make calls and get a `call_result` through a callback, a
+/// future, or as an actor request to the governor.
+///
+/// Thread-safe: every member may be called from any thread.
+class runtime {
+public:
+  /// Validates `cfg` (throws `config_error` naming the key) and starts the
+  /// process-global tier and the scope backend.
+  runtime(caf::actor_system& sys, runtime_config cfg);
+
+  /// Registers a source implemented by the service (see messages/source.hpp).
+  /// Throws `config_error` if the name is taken or the settings are nonsense.
+  void add_source(const std::string& name, source_actor actor,
+                  const source_settings& settings = {});
+
+  /// Registers a built-in simulated source; returns it (for its stats).
+  simulated_source add_simulated_source(const std::string& name,
+                                        const sim_config& sim,
+                                        const source_settings& settings = {});
+
+  /// Registers a route. Throws `config_error` naming the key if its kind or
+  /// a source is unknown, or its weights do not match its sources.
+  void add_route(route_config route);
+
+  /// Starts a call; `done` runs once, on an actor thread, with the result
+  /// (`call_status::cancelled` if the call was cancelled). Throws
+  /// `std::invalid_argument` for an unknown route.
+  call_handle call(call_request request, std::function<void(call_result)> done,
+                   const call_options& options = {});
+
+  /// Starts a call and returns the future of its result.
+  std::future<call_result> call(call_request request,
+                                const call_options& options = {});
+
+  /// Spawns the governor of a call without starting it, for actors: send it
+  /// `call_atom` and await a `call_result` (monitor it to see a cancel).
+  caf::actor spawn_call(call_request request, const call_options& options = {});
+
+  /// The tier of session `id`, made on first use. A session's tier lives as
+  /// long as calls in it are in flight; then it is dropped (its counts are
+  /// zero) and made anew on the next call.
+  tier_handle session(const std::string& id);
+
+  /// A tier for a new client connection.
+  tier_handle new_connection() const { return tiers_.new_connection(); }
+
+  const admission_tiers& tiers() const noexcept { return tiers_; }
+
+  /// The source named `name` (throws `std::out_of_range` if unknown).
+  source_handle source(const std::string& name) const;
+
+  /// Every registered source, by name.
+  std::vector<source_handle> sources() const;
+
+  /// The scope-state backend.
+  const caf::actor& backend() const noexcept { return backend_; }
+
+private:
+  std::shared_ptr<const route_plan> route(const std::string& name) const;
+
+  caf::actor_system& sys_;
+  runtime_config cfg_;
+  admission_tiers tiers_;
+  tier_handle embedded_connection_;
+  caf::actor backend_;
+  mutable std::mutex mx_;
+  std::map<std::string, source_handle> sources_;
+  std::map<std::string, std::shared_ptr<const route_plan>> routes_;
+  struct weak_tier {
+    std::weak_ptr<policy::tier_counter> counter;
+    caf::weak_actor_ptr owner;
+  };
+  std::unordered_map<std::string, weak_tier> sessions_;
+  uint64_t next_seed_;
+};
+
+} // namespace sluice
