@@ -53,6 +53,10 @@ TEST_CASE("a reader that sees open sees a generation that was open") {
         publish(machine.record(machine.generation(), true, 1ms, now));
         break;
       case breaker_state::open:
+        // Until some reader has seen an open state, linger a little (bounded)
+        // so a loaded machine cannot make the test vacuous.
+        for (int spin = 0; opens_seen == 0 && spin < 2000; ++spin)
+          std::this_thread::sleep_for(std::chrono::microseconds(10));
         now = machine.open_until();
         publish(machine.on_open_elapsed(now));
         break;
