@@ -23,8 +23,7 @@ namespace {
 
 using policy::outcome_kind;
 
-// -- the attempt runner
-// --------------------------------------------------------
+// -- the attempt runner -------------------------------------------------------
 
 // Makes one attempt on behalf of a governor. It is the requester the source
 // sees, and it is linked to the governor: when the governor dies, or kills it
@@ -53,8 +52,7 @@ caf::behavior attempt_runner(caf::event_based_actor* self, source_actor source,
   };
 }
 
-// -- the governor's state
-// ------------------------------------------------------
+// -- the governor's state -----------------------------------------------------
 
 struct running_attempt {
   size_t source = 0;
@@ -86,6 +84,8 @@ struct governor_state {
   bool watching = false;
   /// Earliest instant a rejecting breaker named in the last round.
   std::optional<time_point> soonest_retry;
+  /// Earliest instant a source out of quota has a token again (last round).
+  std::optional<time_point> next_token;
 
   static inline const char* name = "sluice.governor";
 
@@ -102,8 +102,7 @@ using governor_actor = caf::stateful_actor<governor_state>;
 
 void next_round(governor_actor* self);
 
-// -- ending the call
-// -------------------------------------------------------------
+// -- ending the call ----------------------------------------------------------
 
 double seconds(duration d) {
   return std::chrono::duration<double>(d).count();
@@ -133,8 +132,7 @@ void exhausted(governor_actor* self, const char* reason,
   finish(self, std::move(r));
 }
 
-// -- waiting
-// -----------------------------------------------------------------------
+// -- waiting ------------------------------------------------------------------
 
 void sleep_for(governor_actor* self, duration d, after_sleep then) {
   auto& st = self->state;
@@ -185,8 +183,13 @@ void wait_for_source(governor_actor* self) {
   for (auto& src : st.route().sources)
     self->send(src.gate, watch_atom_v);
   st.waiting_for_source = true;
-  sleep_for(self, policy::poll_delay(st.policy().poll_interval, st.uniform()),
-            after_sleep::next_round);
+  auto delay = policy::poll_delay(st.policy().poll_interval, st.uniform());
+  // A source out of quota has a token again at a known instant: be there.
+  if (st.next_token) {
+    auto until_token = *st.next_token - self->clock().now();
+    delay = std::max(duration::zero(), std::min(delay, until_token));
+  }
+  sleep_for(self, delay, after_sleep::next_round);
 }
 
 void wake_early(governor_actor* self) {
@@ -198,13 +201,18 @@ void wake_early(governor_actor* self) {
   next_round(self);
 }
 
-// -- attempts
-// ------------------------------------------------------------------------
+// -- attempts -----------------------------------------------------------------
 
-void release_source_permit(governor_actor* self, size_t idx, permit_id id) {
+// Returns a source permit. After a real attempt the gate is told, so that a
+// governor waiting for this source wakes; a permit only held while asking the
+// breaker or the quota goes back silently -- waking watchers then would wake
+// this very governor over and over while it finds nothing (a livelock).
+void release_source_permit(governor_actor* self, size_t idx, permit_id id,
+                           bool after_attempt) {
   auto& src = self->state.route().sources[idx];
   release_permit(self, *src.tier, src.gate, id);
-  self->send(src.gate, wake_atom_v); // tell waiting governors
+  if (after_attempt)
+    self->send(src.gate, wake_atom_v);
 }
 
 bool is_timeout(const caf::error& err) {
@@ -224,7 +232,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
       reply.kind == outcome_kind::rate_limited && !pol.rate_limit_spends_retry;
   st.clock->end_attempt(now, refund);
   auto in_flight = src.tier->load().in_use;
-  release_source_permit(self, cur.source, cur.permit);
+  release_source_permit(self, cur.source, cur.permit, true);
   self->send(src.gate, aimd_atom_v, reply.kind, in_flight);
   call_outcome out;
   out.generation = cur.verdict.generation;
@@ -290,7 +298,12 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   auto now = self->clock().now();
   st.clock->begin_attempt(now);
   st.current = running_attempt{idx, permit, verdict, now, runner};
-  self->request(runner, st.policy().attempt_timeout, run_atom_v)
+  // A source answers once, so its first byte is its answer: the time to
+  // first byte bounds the whole attempt when it is the shorter limit.
+  auto limit = st.policy().attempt_timeout;
+  if (st.policy().ttft_timeout)
+    limit = std::min(limit, *st.policy().ttft_timeout);
+  self->request(runner, limit, run_atom_v)
       .then([self](source_reply& reply) { on_outcome(self, std::move(reply)); },
             [self, runner](caf::error& err) {
               // Stop the attempt: the source sees its requester terminate.
@@ -303,8 +316,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
             });
 }
 
-// -- selection
-// -------------------------------------------------------------------------
+// -- selection ----------------------------------------------------------------
 
 std::vector<size_t> candidate_order(governor_state& st) {
   const auto& route = st.route();
@@ -342,6 +354,19 @@ void try_candidate(governor_actor* self,
   }
   auto permit = src.tier->next_permit_id();
   attach_permit(self, src.tier, src.gate, permit);
+  // Rate quota: a token per attempt. Taken before the breaker's answer, so a
+  // rejected attempt spends a token (conservative: never over the rate).
+  if (src.quota) {
+    auto now = self->clock().now();
+    if (!src.quota->try_take(now)) {
+      auto next = src.quota->next_token(now);
+      if (!st.next_token || next < *st.next_token)
+        st.next_token = next;
+      release_source_permit(self, idx, permit, false);
+      try_candidate(self, std::move(order), i + 1);
+      return;
+    }
+  }
   self->request(src.breaker.actor, caf::infinite, allow_atom_v)
       .then(
           [self, order, i, idx, permit](const breaker_verdict& v) {
@@ -352,11 +377,11 @@ void try_candidate(governor_actor* self,
             auto& st = self->state;
             if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
               st.soonest_retry = v.retry_at;
-            release_source_permit(self, idx, permit);
+            release_source_permit(self, idx, permit, false);
             try_candidate(self, order, i + 1);
           },
           [self, order, i, idx, permit](caf::error&) {
-            release_source_permit(self, idx, permit);
+            release_source_permit(self, idx, permit, false);
             try_candidate(self, order, i + 1);
           });
 }
@@ -364,12 +389,12 @@ void try_candidate(governor_actor* self,
 void next_round(governor_actor* self) {
   auto& st = self->state;
   st.soonest_retry.reset();
+  st.next_token.reset();
   auto order = std::make_shared<const std::vector<size_t>>(candidate_order(st));
   try_candidate(self, std::move(order), 0);
 }
 
-// -- the behavior
-// --------------------------------------------------------------------------
+// -- the behavior -------------------------------------------------------------
 
 caf::behavior governor(governor_actor* self, governor_config cfg) {
   auto& st = self->state;

@@ -89,13 +89,19 @@ caf::behavior gate(gate_actor* self, std::string name,
 source_handle make_source(caf::actor_system& sys, std::string name,
                           source_actor actor,
                           const policy::breaker_config& breaker,
-                          const policy::aimd_config& aimd) {
+                          const policy::aimd_config& aimd,
+                          const std::optional<policy::quota_config>& quota) {
   policy::validate(aimd);
+  if (quota)
+    policy::validate(*quota);
   auto tier = std::make_shared<policy::tier_counter>(aimd.initial);
   auto b = spawn_breaker(sys, name, breaker);
   auto g = sys.spawn(gate, name, tier, aimd);
-  return {std::move(name), std::move(actor), std::move(b), std::move(tier),
-          std::move(g)};
+  std::shared_ptr<source_quota> q;
+  if (quota)
+    q = std::make_shared<source_quota>(*quota, sys.clock().now());
+  return {std::move(name), std::move(actor), std::move(b),
+          std::move(tier), std::move(g),     std::move(q)};
 }
 
 } // namespace sluice

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -10,8 +12,34 @@
 #include "messages/source.hpp"
 #include "runtime/policy/aimd.hpp"
 #include "runtime/policy/tier_counter.hpp"
+#include "runtime/policy/token_bucket.hpp"
 
 namespace sluice {
+
+/// A source's rate quota, shared by every governor that calls the source.
+/// Taken synchronously under a short lock (no message), like the source
+/// tier's permits.
+class source_quota {
+public:
+  source_quota(const policy::quota_config& cfg, time_point now)
+      : bucket_(cfg, now) {
+    // nop
+  }
+
+  bool try_take(time_point now) {
+    std::lock_guard<std::mutex> guard{mx_};
+    return bucket_.try_take(now);
+  }
+
+  time_point next_token(time_point now) {
+    std::lock_guard<std::mutex> guard{mx_};
+    return bucket_.next_token(now);
+  }
+
+private:
+  std::mutex mx_;
+  policy::token_bucket bucket_;
+};
 
 /// Everything the runtime keeps for one source: the source actor, its
 /// breaker, and its source tier -- a concurrency cap moved by AIMD, taken
@@ -25,14 +53,17 @@ struct source_handle {
   std::shared_ptr<policy::tier_counter> tier;
   /// Owns the AIMD limit; tells watchers when a permit frees.
   caf::actor gate;
+  /// Optional rate quota (null: none).
+  std::shared_ptr<source_quota> quota;
 };
 
 /// Spawns the gate of source `name` (AIMD limit, permit watchers) and
 /// assembles its handle. Throws `std::invalid_argument` naming the field of
-/// nonsense `aimd` or `breaker` settings.
-source_handle make_source(caf::actor_system& sys, std::string name,
-                          source_actor actor,
-                          const policy::breaker_config& breaker,
-                          const policy::aimd_config& aimd);
+/// nonsense `aimd`, `breaker` or `quota` settings.
+source_handle
+make_source(caf::actor_system& sys, std::string name, source_actor actor,
+            const policy::breaker_config& breaker,
+            const policy::aimd_config& aimd,
+            const std::optional<policy::quota_config>& quota = std::nullopt);
 
 } // namespace sluice

@@ -13,7 +13,7 @@
 
 CAF_BEGIN_TYPE_ID_BLOCK(sluice, caf::first_custom_type_id)
 
-// -- admission ------------------------------------------------------------
+// -- admission ----------------------------------------------------------------
 
 /// `(acquire_atom, time_point deadline) -> permit_id`: ask a tier owner for
 /// a permit for the sender, waiting FIFO until `deadline` at the latest.
@@ -30,7 +30,7 @@ CAF_ADD_ATOM(sluice, sluice, expire_atom, "expire")
 /// `(status_atom) -> tier_status`: current counts of a tier.
 CAF_ADD_ATOM(sluice, sluice, status_atom, "status")
 
-// -- breakers ---------------------------------------------------------------
+// -- breakers -----------------------------------------------------------------
 
 /// `(allow_atom) -> breaker_verdict`: may the sender's call go now? A probe
 /// lease in the verdict is held by the sender (monitored).
@@ -59,7 +59,7 @@ CAF_ADD_ATOM(sluice, sluice, half_open_atom, "halfopen")
 /// `(lease_expire_atom, lease_id)`: a probe lease's timer.
 CAF_ADD_ATOM(sluice, sluice, lease_expire_atom, "leaseexp")
 
-// -- calls, sources, governors -----------------------------------------------
+// -- calls, sources, governors ------------------------------------------------
 
 /// `(call_atom) -> call_result`: start the call a governor was spawned for.
 CAF_ADD_ATOM(sluice, sluice, call_atom, "call")

@@ -74,16 +74,14 @@ caf::behavior call_client(caf::stateful_actor<call_client_state>* self,
 
 } // namespace
 
-// -- call_handle
-// ---------------------------------------------------------------
+// -- call_handle --------------------------------------------------------------
 
 void call_handle::cancel() const {
   if (governor_)
     caf::anon_send_exit(governor_, caf::exit_reason::kill);
 }
 
-// -- runtime_config
-// ----------------------------------------------------------------
+// -- runtime_config -----------------------------------------------------------
 
 std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
   policy::call_policy chat;
@@ -93,8 +91,7 @@ std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
   return {{"chat", chat}, {"embeddings", embeddings}};
 }
 
-// -- runtime
-// -----------------------------------------------------------------------
+// -- runtime ------------------------------------------------------------------
 
 runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     : sys_(sys)
@@ -116,11 +113,14 @@ void runtime::add_source(const std::string& name, source_actor actor,
     throw config_error("sources", "a source needs a name");
   with_key_prefix(key + ".breaker", [&] { validate(settings.breaker); });
   with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
+  if (settings.quota)
+    with_key_prefix(key + ".quota", [&] { validate(*settings.quota); });
   std::lock_guard<std::mutex> guard{mx_};
   if (sources_.count(name) != 0)
     throw config_error(key, "a source with this name already exists");
-  sources_.emplace(name, make_source(sys_, name, std::move(actor),
-                                     settings.breaker, settings.aimd));
+  sources_.emplace(name,
+                   make_source(sys_, name, std::move(actor), settings.breaker,
+                               settings.aimd, settings.quota));
 }
 
 simulated_source

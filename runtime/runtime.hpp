@@ -37,6 +37,8 @@ struct route_config {
 struct source_settings {
   policy::breaker_config breaker;
   policy::aimd_config aimd;
+  /// Optional rate quota.
+  std::optional<policy::quota_config> quota;
 };
 
 /// Everything the runtime needs at start.

@@ -52,8 +52,8 @@ void governor_fixture::make_route(std::vector<test_source> sources,
   sims.clear();
   for (auto& s : sources) {
     sims.push_back(spawn_simulated_source(sys, s.sim));
-    route->sources.push_back(
-        make_source(sys, s.name, sims.back().actor, s.breaker, s.aimd));
+    route->sources.push_back(make_source(sys, s.name, sims.back().actor,
+                                         s.breaker, s.aimd, s.quota));
   }
   run();
 }

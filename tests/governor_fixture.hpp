@@ -42,6 +42,7 @@ struct test_source {
   sim_config sim;
   policy::breaker_config breaker;
   policy::aimd_config aimd;
+  std::optional<policy::quota_config> quota;
 };
 
 struct governor_fixture : virtual_time_fixture {

@@ -4,7 +4,7 @@
 
 namespace sluice {
 
-// -- time types shared by every layer ----------------------------------------
+// -- time types shared by every layer -----------------------------------------
 
 /// The clock behind every deadline. CAF's actor clock is a steady clock, and
 /// its testing scheduler virtualises exactly this type, so policy classes and

@@ -2,6 +2,7 @@
 // failover and breakers, early wake, AIMD, fail fast, cancellation at every
 // stage, the backend failing closed.
 
+#include <algorithm>
 #include <chrono>
 
 #include <caf/event_based_actor.hpp>
@@ -328,4 +329,49 @@ TEST_CASE_METHOD(governor_fixture,
   CHECK(second.result().status == call_status::tool_busy);
   CHECK(second.result().busy_tier == tier_kind::session);
   CHECK(second.result().attempts.empty());
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a rate quota spaces calls out, and waiting for a token is "
+                 "stall time") {
+  test_source s = src("a", answering(10ms));
+  s.quota = policy::quota_config{1.0, 1}; // one call per second
+  make_route({s}, quick_policy());
+  auto t0 = now();
+  std::vector<governed_call> calls;
+  for (int i = 0; i < 3; ++i)
+    calls.push_back(call(i + 1));
+  advance(5s);
+  std::vector<duration> done;
+  for (auto& c : calls) {
+    REQUIRE(c.done());
+    CHECK(c.result().ok());
+    done.push_back(c.report->done_at - t0);
+  }
+  std::sort(done.begin(), done.end());
+  // Tokens at 0 s, 1 s and 2 s (each answer takes 10 ms); the waiting calls
+  // wake when the token is due, not at their 30 s poll.
+  CHECK(done[0] == 10ms);
+  CHECK(done[1] > 1s);
+  CHECK(done[1] < 1s + 20ms);
+  CHECK(done[2] > 2s);
+  CHECK(done[2] < 2s + 20ms);
+  CHECK(stats(0).attempts == 3);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "an answer slower than ttft_timeout is a timeout") {
+  auto p = quick_policy();
+  p.attempt_timeout = 300s;
+  p.ttft_timeout = 10s;
+  p.max_attempts = 1;
+  make_route({src("a", answering(20s))}, p);
+  auto t0 = now();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  REQUIRE(c.result().attempts.size() == 1);
+  CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
+  CHECK(c.report->done_at - t0 == 10s);
+  CHECK(stats(0).cancelled == 1); // the source stopped working on it
 }

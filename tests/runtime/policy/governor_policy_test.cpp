@@ -11,6 +11,7 @@
 #include "runtime/policy/backoff.hpp"
 #include "runtime/policy/call_policy.hpp"
 #include "runtime/policy/stall_clock.hpp"
+#include "runtime/policy/token_bucket.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice::policy;
@@ -154,4 +155,29 @@ TEST_CASE("nonsense AIMD and call policies are refused, naming the field") {
   p = {};
   p.poll_interval = 0s;
   CHECK(refusal(p).rfind("poll_interval:", 0) == 0);
+}
+
+TEST_CASE("a token bucket allows its burst, then its rate") {
+  token_bucket b{{2.0, 3}, t0}; // 2 per second, bursts of 3
+  CHECK(b.try_take(t0));
+  CHECK(b.try_take(t0));
+  CHECK(b.try_take(t0));
+  CHECK_FALSE(b.try_take(t0));
+  auto next = b.next_token(t0);
+  CHECK(next > t0 + 499ms);
+  CHECK(next <= t0 + 501ms);
+  CHECK_FALSE(b.try_take(t0 + 400ms));
+  CHECK(b.try_take(next));
+  CHECK_FALSE(b.try_take(next));
+  // Idle for a long time: refills to the burst, never beyond.
+  for (int i = 0; i < 3; ++i)
+    CHECK(b.try_take(t0 + 1h));
+  CHECK_FALSE(b.try_take(t0 + 1h));
+}
+
+TEST_CASE("nonsense quotas are refused, naming the field") {
+  CHECK_THROWS_WITH(validate(quota_config{0.0, 1}),
+                    Catch::StartsWith("rate_per_s:"));
+  CHECK_THROWS_WITH(validate(quota_config{1.0, 0}),
+                    Catch::StartsWith("burst:"));
 }
