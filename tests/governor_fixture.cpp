@@ -1,6 +1,7 @@
 #include "governor_fixture.hpp"
 
 #include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/scope_backend.hpp"
@@ -60,6 +61,14 @@ void governor_fixture::make_route(std::vector<test_source> sources,
 
 admission_path governor_fixture::fresh_path() {
   return {spawn_session_tier(sys, 16), spawn_connection_tier(sys, 256), global};
+}
+
+void governor_fixture::record_failure(size_t i) {
+  call_outcome fail;
+  fail.generation = source(i).breaker.mirror->load().generation;
+  fail.kind = policy::outcome_kind::transient;
+  caf::anon_send(source(i).breaker.actor, record_atom_v, fail);
+  run();
 }
 
 governed_call governor_fixture::call(uint64_t seed) {

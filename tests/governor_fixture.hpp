@@ -66,6 +66,10 @@ struct governor_fixture : virtual_time_fixture {
 
   admission_path fresh_path();
 
+  /// Reports one failed call to source `i`'s breaker (as if a call had
+  /// failed there), and lets the breaker process it.
+  void record_failure(size_t i);
+
   tier_handle global;
   caf::actor backend;
   duration wait_timeout = std::chrono::seconds{3};

@@ -160,11 +160,7 @@ TEST_CASE_METHOD(governor_fixture,
   p.stall_window = 600s;
   make_route({src("a", answering(100ms), trips_after(1, 5s))}, p);
   // Open a's breaker with one failed call.
-  call_outcome fail;
-  fail.generation = source(0).breaker.mirror->load().generation;
-  fail.kind = outcome_kind::transient;
-  caf::anon_send(source(0).breaker.actor, record_atom_v, fail);
-  run();
+  record_failure(0);
   REQUIRE(source(0).breaker.is_open());
   auto opened = now();
   auto c = call();
@@ -273,10 +269,7 @@ TEST_CASE_METHOD(governor_fixture,
                  "source's attempt") {
   // The probe's answer (20 s) comes within its lease (one 30 s open period).
   make_route({src("a", answering(20s), trips_after(1, 30s))}, quick_policy());
-  call_outcome fail;
-  fail.generation = source(0).breaker.mirror->load().generation;
-  fail.kind = outcome_kind::transient;
-  caf::anon_send(source(0).breaker.actor, record_atom_v, fail);
+  record_failure(0);
   advance(30s); // half-open
   auto probe = call(1);
   advance(1s);
