@@ -6,20 +6,39 @@
 namespace sluice {
 
 /// A configuration value that Sluice refuses. Always names the offending key
-/// (dotted, as in the config file) so the user knows what to fix.
+/// (dotted, as in the config file) so the user knows what to fix, and the
+/// line when the value came from a file.
 class config_error : public std::invalid_argument {
 public:
-  config_error(std::string key, const std::string& problem)
-      : std::invalid_argument(key + ": " + problem)
-      , key_(std::move(key)) {
+  config_error(std::string key, const std::string& problem, int line = 0)
+      : std::invalid_argument(render(key, problem, line))
+      , key_(std::move(key))
+      , problem_(problem)
+      , line_(line) {
     // nop
   }
 
   /// The dotted key of the refused value, e.g. `admission.session_cap`.
   const std::string& key() const noexcept { return key_; }
 
+  /// What is wrong with it.
+  const std::string& problem() const noexcept { return problem_; }
+
+  /// Line in the config file, 0 if unknown.
+  int line() const noexcept { return line_; }
+
 private:
+  static std::string render(const std::string& key, const std::string& problem,
+                            int line) {
+    auto text = key + ": " + problem;
+    if (line > 0)
+      text = "line " + std::to_string(line) + ": " + text;
+    return text;
+  }
+
   std::string key_;
+  std::string problem_;
+  int line_;
 };
 
 } // namespace sluice

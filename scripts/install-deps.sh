@@ -11,6 +11,7 @@ packages=(
   libboost-dev
   libfmt-dev
   catch2
+  libtomlplusplus-dev
 )
 
 missing=()

@@ -1,0 +1,583 @@
+#include "runtime/config_file.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "runtime/config_error.hpp"
+
+namespace sluice {
+
+namespace {
+
+int line_of(const toml::node& n) {
+  return static_cast<int>(n.source().begin.line);
+}
+
+std::string join(const std::string& prefix, std::string_view key) {
+  return prefix.empty() ? std::string{key} : prefix + "." + std::string{key};
+}
+
+// Reads one TOML table strictly: every key read is remembered, and `done()`
+// refuses the first key nobody asked for. Errors name the dotted key and the
+// line.
+class table_reader {
+public:
+  table_reader(const toml::table& t, std::string prefix)
+      : table_(t)
+      , prefix_(std::move(prefix)) {
+    // nop
+  }
+
+  const std::string& prefix() const noexcept { return prefix_; }
+
+  int line() const { return line_of(table_); }
+
+  [[noreturn]] void fail(std::string_view key, const std::string& problem,
+                         const toml::node* at = nullptr) const {
+    if (at == nullptr)
+      at = table_.get(key);
+    throw config_error(join(prefix_, key), problem,
+                       at != nullptr ? line_of(*at) : line());
+  }
+
+  const toml::node* get(std::string_view key) {
+    known_.insert(std::string{key});
+    return table_.get(key);
+  }
+
+  std::optional<int64_t> integer(std::string_view key) {
+    auto n = get(key);
+    if (n == nullptr)
+      return std::nullopt;
+    if (!n->is_integer())
+      fail(key, "must be an integer", n);
+    return n->value<int64_t>();
+  }
+
+  std::optional<double> number(std::string_view key) {
+    auto n = get(key);
+    if (n == nullptr)
+      return std::nullopt;
+    if (!n->is_number())
+      fail(key, "must be a number", n);
+    return n->value<double>();
+  }
+
+  std::optional<bool> boolean(std::string_view key) {
+    auto n = get(key);
+    if (n == nullptr)
+      return std::nullopt;
+    if (!n->is_boolean())
+      fail(key, "must be true or false", n);
+    return n->value<bool>();
+  }
+
+  std::optional<std::string> string(std::string_view key) {
+    auto n = get(key);
+    if (n == nullptr)
+      return std::nullopt;
+    if (!n->is_string())
+      fail(key, "must be a string", n);
+    return n->value<std::string>();
+  }
+
+  /// A duration given as a number of `unit`s (key ends in _s or _ms).
+  std::optional<duration> span(std::string_view key, double unit_seconds) {
+    auto x = number(key);
+    if (!x)
+      return std::nullopt;
+    if (!std::isfinite(*x) || std::fabs(*x) > 1e9)
+      fail(key, "is not a sensible duration");
+    return std::chrono::duration_cast<duration>(
+        std::chrono::duration<double>(*x * unit_seconds));
+  }
+
+  std::optional<uint32_t> count(std::string_view key) {
+    auto x = integer(key);
+    if (!x)
+      return std::nullopt;
+    if (*x < 0 || *x > 0x7fffffff)
+      fail(key, "must be an integer in [0, 2147483647]");
+    return static_cast<uint32_t>(*x);
+  }
+
+  const toml::table* table(std::string_view key) {
+    auto n = get(key);
+    if (n == nullptr)
+      return nullptr;
+    if (!n->is_table())
+      fail(key, "must be a table", n);
+    return n->as_table();
+  }
+
+  const toml::array* array(std::string_view key) {
+    auto n = get(key);
+    if (n == nullptr)
+      return nullptr;
+    if (!n->is_array())
+      fail(key, "must be an array", n);
+    return n->as_array();
+  }
+
+  /// Refuses any key that was not read.
+  void done() const {
+    for (auto&& [k, v] : table_)
+      if (known_.count(std::string{k.str()}) == 0)
+        throw config_error(join(prefix_, k.str()), "unknown key", line_of(v));
+  }
+
+  /// Runs `check`; turns its `std::invalid_argument("field: problem")` into
+  /// a `config_error` for the config key of `field` (one of `field`,
+  /// `field_s`, `field_ms`, or `aliases[field]`) with its line.
+  void checked(std::function<void()> check,
+               const std::map<std::string, std::string>& aliases = {}) const {
+    try {
+      check();
+    } catch (const config_error&) {
+      throw;
+    } catch (const std::invalid_argument& e) {
+      std::string what = e.what();
+      auto colon = what.find(": ");
+      auto field = what.substr(0, colon);
+      auto problem = colon == std::string::npos ? what : what.substr(colon + 2);
+      std::vector<std::string> candidates{field, field + "_s", field + "_ms"};
+      if (auto i = aliases.find(field); i != aliases.end())
+        candidates.insert(candidates.begin(), i->second);
+      for (auto& c : candidates)
+        if (auto n = table_.get(c))
+          throw config_error(join(prefix_, c), problem, line_of(*n));
+      throw config_error(join(prefix_, field), problem, line());
+    }
+  }
+
+private:
+  const toml::table& table_;
+  std::string prefix_;
+  std::set<std::string> known_;
+};
+
+// -- sections -----------------------------------------------------------------
+
+void read_node(table_reader& r, node_settings& n) {
+  if (auto listen = r.string("listen")) {
+    auto colon = listen->rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      r.fail("listen", "must be HOST:PORT, e.g. \"127.0.0.1:8080\"");
+    auto port = listen->substr(colon + 1);
+    char* end = nullptr;
+    auto p = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || p < 1 || p > 65535)
+      r.fail("listen", "port must be in [1, 65535]");
+    n.listen_host = listen->substr(0, colon);
+    n.listen_port = static_cast<uint16_t>(p);
+  }
+  if (auto x = r.integer("max_body_bytes")) {
+    if (*x < 1)
+      r.fail("max_body_bytes", "must be positive");
+    n.max_body_bytes = static_cast<uint64_t>(*x);
+  }
+  if (auto x = r.span("shutdown_grace_s", 1.0)) {
+    if (*x < duration::zero())
+      r.fail("shutdown_grace_s", "must not be negative");
+    n.shutdown_grace = *x;
+  }
+  r.done();
+}
+
+void read_admission(table_reader& r, admission_config& a) {
+  auto cap = [&](std::string_view key, int64_t& out) {
+    if (auto x = r.integer(key))
+      out = *x;
+  };
+  cap("session_cap", a.session_cap);
+  cap("connection_cap", a.connection_cap);
+  cap("global_cap", a.global_cap);
+  if (auto x = r.span("wait_timeout_s", 1.0))
+    a.wait_timeout = *x;
+  r.done();
+  r.checked([&] {
+    try {
+      validate(a);
+    } catch (const config_error& e) {
+      // validate() names "admission.X"; report the key as written.
+      auto field = e.key().substr(e.key().find('.') + 1);
+      throw std::invalid_argument(field + ": " + e.problem());
+    }
+  });
+}
+
+void read_kind(table_reader& r, policy::call_policy& p) {
+  if (auto x = r.count("max_attempts"))
+    p.max_attempts = *x;
+  if (auto x = r.span("stall_window_s", 1.0))
+    p.stall_window = *x;
+  if (auto x = r.span("backoff_base_s", 1.0))
+    p.backoff.base = *x;
+  if (auto x = r.span("backoff_cap_s", 1.0))
+    p.backoff.cap = *x;
+  if (auto x = r.number("backoff_jitter"))
+    p.backoff.jitter = *x;
+  if (auto x = r.span("poll_interval_s", 1.0))
+    p.poll_interval = *x;
+  if (auto x = r.boolean("rate_limit_spends_retry"))
+    p.rate_limit_spends_retry = *x;
+  if (auto x = r.span("timeout_s", 1.0))
+    p.attempt_timeout = *x;
+  if (auto x = r.span("ttft_timeout_s", 1.0))
+    p.ttft_timeout = *x;
+  r.done();
+  r.checked([&] { validate(p); }, {{"attempt_timeout", "timeout_s"}});
+}
+
+policy::outcome_class read_class(table_reader& r, std::string_view key,
+                                 policy::outcome_class dflt) {
+  auto s = r.string(key);
+  if (!s)
+    return dflt;
+  if (*s == "success")
+    return policy::outcome_class::success;
+  if (*s == "failure")
+    return policy::outcome_class::failure;
+  if (*s == "ignored")
+    return policy::outcome_class::ignored;
+  r.fail(key, "must be \"success\", \"failure\" or \"ignored\"");
+}
+
+void read_breaker(table_reader& r, policy::breaker_config& b) {
+  if (auto w = r.string("window")) {
+    if (*w == "count")
+      b.window = policy::breaker_config::window_kind::count;
+    else if (*w == "time")
+      b.window = policy::breaker_config::window_kind::time;
+    else
+      r.fail("window", "must be \"count\" or \"time\"");
+  }
+  if (auto x = r.count("window_size"))
+    b.window_size = *x;
+  if (auto x = r.span("window_span_s", 1.0))
+    b.window_span = *x;
+  if (auto x = r.count("window_buckets"))
+    b.window_buckets = *x;
+  if (auto x = r.count("min_samples"))
+    b.min_samples = *x;
+  if (auto x = r.number("failure_rate_threshold"))
+    b.failure_rate_threshold = *x;
+  if (auto x = r.span("slow_call_s", 1.0))
+    b.slow_call = *x;
+  if (auto x = r.number("slow_call_rate_threshold"))
+    b.slow_call_rate_threshold = *x;
+  if (auto x = r.span("open_duration_s", 1.0))
+    b.open_duration = *x;
+  if (auto x = r.number("open_duration_growth"))
+    b.open_duration_growth = *x;
+  if (auto x = r.span("open_duration_max_s", 1.0))
+    b.open_duration_max = *x;
+  if (auto x = r.count("half_open_probes"))
+    b.half_open_probes = *x;
+  if (auto x = r.boolean("open_on_retry_after"))
+    b.open_on_retry_after = *x;
+  if (auto t = r.table("outcomes")) {
+    table_reader o{*t, r.prefix() + ".outcomes"};
+    auto& c = b.classes;
+    c.rate_limited = read_class(o, "rate_limited", c.rate_limited);
+    c.transient = read_class(o, "transient", c.transient);
+    c.timeout = read_class(o, "timeout", c.timeout);
+    c.permanent = read_class(o, "permanent", c.permanent);
+    o.done();
+  }
+  r.done();
+  r.checked([&] { validate(b); });
+}
+
+void read_aimd(table_reader& r, policy::aimd_config& a) {
+  if (auto x = r.count("initial"))
+    a.initial = *x;
+  if (auto x = r.count("min"))
+    a.min = *x;
+  if (auto x = r.count("max"))
+    a.max = *x;
+  if (auto x = r.count("increase"))
+    a.increase = *x;
+  if (auto x = r.number("decrease_ratio"))
+    a.decrease_ratio = *x;
+  r.done();
+  r.checked([&] { validate(a); });
+}
+
+void read_quota(table_reader& r, policy::quota_config& q) {
+  if (auto x = r.number("rate_per_s"))
+    q.rate_per_s = *x;
+  if (auto x = r.count("burst"))
+    q.burst = *x;
+  r.done();
+  r.checked([&] { validate(q); });
+}
+
+void read_phase(table_reader& r, sim_phase& p) {
+  if (auto x = r.span("length_s", 1.0))
+    p.length = *x;
+  if (auto x = r.span("latency_min_ms", 1e-3))
+    p.latency_min = *x;
+  if (auto x = r.span("latency_max_ms", 1e-3))
+    p.latency_max = *x;
+  if (p.latency_max < p.latency_min && !r.get("latency_max_ms"))
+    p.latency_max = p.latency_min; // only the minimum given
+  if (auto x = r.number("transient_rate"))
+    p.transient_rate = *x;
+  if (auto x = r.number("rate_limit_rate"))
+    p.rate_limit_rate = *x;
+  if (auto x = r.number("permanent_rate"))
+    p.permanent_rate = *x;
+  if (auto x = r.number("hang_rate"))
+    p.hang_rate = *x;
+  if (auto x = r.span("retry_after_s", 1.0))
+    p.retry_after = *x;
+  r.done();
+}
+
+source_decl read_source(const std::string& name, const toml::table& t) {
+  table_reader r{t, "sources." + name};
+  source_decl d;
+  d.name = name;
+  d.line = r.line();
+  auto type = r.string("type");
+  if (!type)
+    r.fail("type", "missing; must be \"simulated\"");
+  if (*type != "simulated")
+    r.fail("type",
+           "unknown source type '" + *type + "' (supported: \"simulated\")");
+  d.type = *type;
+  if (auto b = r.table("breaker")) {
+    table_reader br{*b, r.prefix() + ".breaker"};
+    read_breaker(br, d.settings.breaker);
+  }
+  if (auto a = r.table("aimd")) {
+    table_reader ar{*a, r.prefix() + ".aimd"};
+    read_aimd(ar, d.settings.aimd);
+  }
+  if (auto q = r.table("quota")) {
+    table_reader qr{*q, r.prefix() + ".quota"};
+    d.settings.quota.emplace();
+    read_quota(qr, *d.settings.quota);
+  }
+  if (auto x = r.integer("seed"))
+    d.sim.seed = static_cast<uint64_t>(*x);
+  if (auto x = r.boolean("repeat"))
+    d.sim.repeat = *x;
+  if (auto x = r.string("body"))
+    d.sim.body = *x;
+  if (auto phases = r.array("phases")) {
+    d.sim.phases.clear();
+    size_t i = 0;
+    for (auto& n : *phases) {
+      auto key = "phases[" + std::to_string(i++) + "]";
+      if (!n.is_table())
+        r.fail(key, "must be a table", &n);
+      table_reader pr{*n.as_table(), r.prefix() + "." + key};
+      d.sim.phases.emplace_back();
+      read_phase(pr, d.sim.phases.back());
+    }
+  }
+  r.done();
+  try {
+    validate(d.sim);
+  } catch (const std::invalid_argument& e) {
+    std::string what = e.what();
+    auto colon = what.find(": ");
+    throw config_error(r.prefix() + "." + what.substr(0, colon),
+                       what.substr(colon + 2), d.line);
+  }
+  return d;
+}
+
+route_decl read_route(const std::string& path, const toml::table& t,
+                      const file_config& cfg) {
+  table_reader r{t, "routes.\"" + path + "\""};
+  route_decl d;
+  d.line = r.line();
+  d.route.name = path;
+  if (path.empty() || path[0] != '/')
+    throw config_error(r.prefix(), "a route is a path starting with '/'",
+                       d.line);
+  if (auto k = r.string("kind")) {
+    if (cfg.runtime.kinds.count(*k) == 0)
+      r.fail("kind", "unknown call kind '" + *k + "'");
+    d.route.kind = *k;
+  }
+  auto sources = r.array("sources");
+  if (!sources || sources->empty())
+    r.fail("sources", "needs at least one source");
+  for (auto& n : *sources) {
+    if (!n.is_string())
+      r.fail("sources", "must be an array of source names", &n);
+    auto name = *n.value<std::string>();
+    bool known = false;
+    for (auto& s : cfg.sources)
+      known = known || s.name == name;
+    if (!known)
+      r.fail("sources", "unknown source '" + name + "'", &n);
+    d.route.sources.push_back(name);
+  }
+  if (auto weights = r.array("weights")) {
+    for (auto& n : *weights) {
+      if (!n.is_number() || !(*n.value<double>() > 0.0))
+        r.fail("weights", "must be positive numbers", &n);
+      d.route.weights.push_back(*n.value<double>());
+    }
+    if (d.route.weights.size() != d.route.sources.size())
+      r.fail("weights", "needs one weight per source");
+  }
+  if (auto s = r.string("scope"))
+    d.route.scope = *s;
+  r.done();
+  return d;
+}
+
+} // namespace
+
+file_config parse_config(std::string_view text, std::string_view origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw config_error("(syntax)", std::string{e.description()},
+                       static_cast<int>(e.source().begin.line));
+  }
+  file_config cfg;
+  table_reader top{root, ""};
+  if (auto t = top.table("node")) {
+    table_reader r{*t, "node"};
+    read_node(r, cfg.node);
+  }
+  if (auto t = top.table("admission")) {
+    table_reader r{*t, "admission"};
+    read_admission(r, cfg.runtime.admission);
+  }
+  if (auto t = top.table("kinds")) {
+    table_reader kinds{*t, "kinds"};
+    for (auto&& [k, v] : *t) {
+      std::string name{k.str()};
+      auto kt = kinds.table(name);
+      table_reader r{*kt, "kinds." + name};
+      auto& p = cfg.runtime.kinds[name]; // defaults for chat / embeddings
+      read_kind(r, p);
+    }
+    kinds.done();
+  }
+  if (auto x = top.integer("seed"))
+    cfg.runtime.seed = static_cast<uint64_t>(*x);
+  if (auto t = top.table("sources")) {
+    table_reader sources{*t, "sources"};
+    for (auto&& [k, v] : *t) {
+      std::string name{k.str()};
+      cfg.sources.push_back(read_source(name, *sources.table(name)));
+    }
+    sources.done();
+  }
+  if (auto t = top.table("routes")) {
+    table_reader routes{*t, "routes"};
+    for (auto&& [k, v] : *t) {
+      std::string path{k.str()};
+      cfg.routes.push_back(read_route(path, *routes.table(path), cfg));
+    }
+    routes.done();
+  }
+  top.done();
+  if (cfg.routes.empty())
+    throw config_error("routes", "needs at least one route", 0);
+  return cfg;
+}
+
+file_config load_config_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    throw config_error("file", "cannot read '" + path + "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_config(buf.str(), path);
+}
+
+void install(runtime& rt, const file_config& cfg) {
+  for (auto& s : cfg.sources)
+    rt.add_simulated_source(s.name, s.sim, s.settings);
+  for (auto& r : cfg.routes)
+    rt.add_route(r.route);
+}
+
+std::string_view default_config_text() {
+  return R"toml(# sluice-node default configuration: two simulated upstreams behind the
+# OpenAI-compatible routes, so the node works on a fresh machine with no
+# upstream at all. Print it with --print-default-config, edit, run with
+# --config FILE. Durations end in _s (seconds) or _ms (milliseconds).
+
+[node]
+listen = "127.0.0.1:8080"
+max_body_bytes = 1048576      # larger request bodies get 413
+shutdown_grace_s = 10         # SIGINT/SIGTERM: let in-flight calls finish
+
+[admission]
+session_cap = 16              # calls in flight per session (X-Session-Id)
+connection_cap = 256          # calls in flight per client connection
+global_cap = 1024             # calls in flight in the node
+wait_timeout_s = 3            # one deadline for all three tiers
+
+[kinds.chat]                  # 429 does not spend the retry budget
+max_attempts = 3
+stall_window_s = 300
+timeout_s = 120
+backoff_base_s = 1
+backoff_cap_s = 30
+backoff_jitter = 0.5
+poll_interval_s = 1
+rate_limit_spends_retry = false
+
+[kinds.embeddings]            # every failure spends the retry budget
+max_attempts = 3
+stall_window_s = 60
+timeout_s = 30
+backoff_base_s = 0.5
+backoff_cap_s = 10
+poll_interval_s = 1
+rate_limit_spends_retry = true
+
+[sources.sim-primary]
+type = "simulated"
+seed = 1
+  [sources.sim-primary.breaker]
+  window_size = 20
+  min_samples = 10
+  failure_rate_threshold = 0.5
+  open_duration_s = 10
+  [sources.sim-primary.aimd]
+  initial = 32
+  max = 128
+  [[sources.sim-primary.phases]]
+  latency_min_ms = 20
+  latency_max_ms = 120
+  transient_rate = 0.02
+  rate_limit_rate = 0.01
+
+[sources.sim-backup]
+type = "simulated"
+seed = 2
+  [[sources.sim-backup.phases]]
+  latency_min_ms = 40
+  latency_max_ms = 200
+
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["sim-primary", "sim-backup"]
+
+[routes."/v1/embeddings"]
+kind = "embeddings"
+sources = ["sim-backup", "sim-primary"]
+)toml";
+}
+
+} // namespace sluice

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/runtime.hpp"
+
+namespace sluice {
+
+/// Settings of the `sluice-node` process itself (`[node]`).
+struct node_settings {
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 8080;
+  /// Largest request body accepted (413 beyond).
+  uint64_t max_body_bytes = 1 << 20;
+  /// How long in-flight calls may take to finish on SIGINT / SIGTERM.
+  duration shutdown_grace = std::chrono::seconds{10};
+};
+
+/// One `[sources.NAME]` table.
+struct source_decl {
+  std::string name;
+  /// "simulated" (the only type so far; "http" comes with the gateway).
+  std::string type;
+  source_settings settings;
+  sim_config sim;
+  int line = 0;
+};
+
+/// One `[routes."PATH"]` table.
+struct route_decl {
+  route_config route;
+  int line = 0;
+};
+
+/// A whole config file, parsed and checked.
+struct file_config {
+  node_settings node;
+  runtime_config runtime;
+  std::vector<source_decl> sources;
+  std::vector<route_decl> routes;
+};
+
+/// Parses TOML `text`. Unknown keys, wrong types and nonsense values are
+/// refused with a `config_error` naming the dotted key and its line; so are
+/// routes naming unknown sources or kinds. `origin` names the text in TOML
+/// syntax errors.
+file_config parse_config(std::string_view text,
+                         std::string_view origin = "config");
+
+/// Reads and parses the file at `path` (`config_error` with key "file" if
+/// it cannot be read).
+file_config load_config_file(const std::string& path);
+
+/// The config `sluice-node` runs on without `--config`: two simulated
+/// sources behind the OpenAI-compatible routes, so it works on a fresh
+/// machine without any upstream. Documented, valid TOML.
+std::string_view default_config_text();
+
+/// Registers the sources and routes of `cfg` with `rt` (whose runtime_config
+/// must be `cfg.runtime`).
+void install(runtime& rt, const file_config& cfg);
+
+} // namespace sluice

@@ -1,0 +1,233 @@
+// The config file: strict TOML with errors that name the key and the line.
+
+#include "runtime/config_file.hpp"
+
+#include <chrono>
+#include <optional>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/config_error.hpp"
+#include "virtual_time.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice;
+
+namespace {
+
+const char* minimal = R"toml(
+[sources.a]
+type = "simulated"
+
+[routes."/v1/chat/completions"]
+sources = ["a"]
+)toml";
+
+// The config_error for `text`, or nullopt if it parses.
+std::optional<config_error> refusal(const std::string& text) {
+  try {
+    parse_config(text);
+  } catch (const config_error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+TEST_CASE("the default config is valid and complete") {
+  auto cfg = parse_config(default_config_text());
+  CHECK(cfg.node.listen_host == "127.0.0.1");
+  CHECK(cfg.node.listen_port == 8080);
+  CHECK(cfg.runtime.admission.global_cap == 1024);
+  CHECK(cfg.runtime.kinds.at("chat").rate_limit_spends_retry == false);
+  CHECK(cfg.runtime.kinds.at("embeddings").rate_limit_spends_retry == true);
+  REQUIRE(cfg.sources.size() == 2);
+  REQUIRE(cfg.routes.size() == 2);
+  CHECK(cfg.routes[0].route.name == "/v1/chat/completions");
+  CHECK(cfg.routes[0].route.sources ==
+        std::vector<std::string>{"sim-primary", "sim-backup"});
+}
+
+TEST_CASE("values are read into the structs they configure") {
+  auto cfg = parse_config(R"toml(
+seed = 9
+[node]
+listen = "0.0.0.0:9090"
+max_body_bytes = 2048
+shutdown_grace_s = 2.5
+[admission]
+session_cap = 4
+wait_timeout_s = 0.25
+[kinds.chat]
+max_attempts = 5
+stall_window_s = 60
+timeout_s = 20
+ttft_timeout_s = 5
+[sources.a]
+type = "simulated"
+seed = 3
+  [sources.a.breaker]
+  window = "time"
+  window_span_s = 20
+  open_duration_s = 7
+    [sources.a.breaker.outcomes]
+    rate_limited = "failure"
+  [sources.a.aimd]
+  initial = 8
+  [sources.a.quota]
+  rate_per_s = 2.5
+  burst = 5
+  [[sources.a.phases]]
+  length_s = 10
+  latency_min_ms = 5
+  latency_max_ms = 15
+  transient_rate = 0.5
+  retry_after_s = 2
+  [[sources.a.phases]]
+  hang_rate = 0.1
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["a"]
+weights = [2]
+scope = "shared"
+)toml");
+  CHECK(cfg.runtime.seed == 9);
+  CHECK(cfg.node.listen_host == "0.0.0.0");
+  CHECK(cfg.node.listen_port == 9090);
+  CHECK(cfg.node.max_body_bytes == 2048);
+  CHECK(cfg.node.shutdown_grace == 2500ms);
+  CHECK(cfg.runtime.admission.session_cap == 4);
+  CHECK(cfg.runtime.admission.wait_timeout == 250ms);
+  auto& chat = cfg.runtime.kinds.at("chat");
+  CHECK(chat.max_attempts == 5);
+  CHECK(chat.attempt_timeout == 20s);
+  CHECK(chat.ttft_timeout == 5s);
+  auto& a = cfg.sources.at(0);
+  CHECK(a.sim.seed == 3);
+  CHECK(a.settings.breaker.window == policy::breaker_config::window_kind::time);
+  CHECK(a.settings.breaker.open_duration == 7s);
+  CHECK(a.settings.breaker.classes.rate_limited ==
+        policy::outcome_class::failure);
+  CHECK(a.settings.aimd.initial == 8);
+  REQUIRE(a.settings.quota);
+  CHECK(a.settings.quota->rate_per_s == 2.5);
+  REQUIRE(a.sim.phases.size() == 2);
+  CHECK(a.sim.phases[0].length == 10s);
+  CHECK(a.sim.phases[0].latency_max == 15ms);
+  CHECK(a.sim.phases[0].retry_after == 2s);
+  CHECK(a.sim.phases[1].hang_rate == 0.1);
+  CHECK(cfg.routes.at(0).route.scope == "shared");
+  CHECK(cfg.routes.at(0).route.weights == std::vector<double>{2});
+}
+
+TEST_CASE("an unknown key is refused with its key and line") {
+  auto e = refusal(std::string{minimal} + "[admission]\nsesion_cap = 4\n");
+  REQUIRE(e);
+  CHECK(e->key() == "admission.sesion_cap");
+  CHECK(e->problem() == "unknown key");
+  CHECK(e->line() == 8);
+  e = refusal("colour = \"blue\"\n" + std::string{minimal});
+  REQUIRE(e);
+  CHECK(e->key() == "colour");
+  CHECK(e->line() == 1);
+  // After a table header, a key belongs to that table.
+  e = refusal(std::string{minimal} + "colour = \"blue\"\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/v1/chat/completions\".colour");
+}
+
+TEST_CASE("a value of the wrong type is refused") {
+  auto e =
+      refusal(std::string{minimal} + "[admission]\nglobal_cap = \"many\"\n");
+  REQUIRE(e);
+  CHECK(e->key() == "admission.global_cap");
+  CHECK(e->problem() == "must be an integer");
+  CHECK(e->line() == 8);
+}
+
+TEST_CASE("nonsense values are refused, naming the key as written") {
+  struct bad {
+    std::string text;
+    std::string key;
+  };
+  std::vector<bad> cases{
+      {"[admission]\nglobal_cap = 0\n", "admission.global_cap"},
+      {"[admission]\nwait_timeout_s = -1\n", "admission.wait_timeout_s"},
+      {"[kinds.chat]\nmax_attempts = 0\n", "kinds.chat.max_attempts"},
+      {"[kinds.chat]\ntimeout_s = 0\n", "kinds.chat.timeout_s"},
+      {"[kinds.chat]\nbackoff_jitter = 3\n", "kinds.chat.backoff_jitter"},
+      {"[sources.a.breaker]\nfailure_rate_threshold = 2\n",
+       "sources.a.breaker.failure_rate_threshold"},
+      {"[sources.a.breaker]\nopen_duration_s = -3\n",
+       "sources.a.breaker.open_duration_s"},
+      {"[sources.a.aimd]\ndecrease_ratio = 1.5\n",
+       "sources.a.aimd.decrease_ratio"},
+      {"[sources.a.quota]\nrate_per_s = 0\n", "sources.a.quota.rate_per_s"},
+      {"[[sources.a.phases]]\nhang_rate = 2\n",
+       "sources.a.phases[0].hang_rate"},
+      {"[node]\nlisten = \"localhost:99999\"\n", "node.listen"},
+      {"[node]\nlisten = \"8080\"\n", "node.listen"},
+  };
+  for (auto& c : cases) {
+    INFO(c.text);
+    auto e = refusal(std::string{minimal} + c.text);
+    REQUIRE(e);
+    CHECK(e->key() == c.key);
+    CHECK(e->line() > 0);
+  }
+}
+
+TEST_CASE("routes must name known sources and kinds") {
+  auto e = refusal(R"toml(
+[sources.a]
+type = "simulated"
+[routes."/v1/chat/completions"]
+sources = ["a", "b"]
+)toml");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/v1/chat/completions\".sources");
+  CHECK(e->problem() == "unknown source 'b'");
+  CHECK(e->line() == 5);
+  e = refusal(R"toml(
+[sources.a]
+type = "simulated"
+[routes."/v1/chat/completions"]
+kind = "poetry"
+sources = ["a"]
+)toml");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/v1/chat/completions\".kind");
+  e = refusal("[sources.a]\ntype = \"simulated\"\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes");
+}
+
+TEST_CASE("unsupported source types and syntax errors are refused") {
+  auto e = refusal(R"toml(
+[sources.a]
+type = "carrier-pigeon"
+[routes."/v1/chat/completions"]
+sources = ["a"]
+)toml");
+  REQUIRE(e);
+  CHECK(e->key() == "sources.a.type");
+  e = refusal("[admission\nglobal_cap = 3\n");
+  REQUIRE(e);
+  CHECK(e->line() == 1);
+}
+
+TEST_CASE_METHOD(sluice::testing::virtual_time_fixture,
+                 "the default config installs into a runtime that answers "
+                 "calls") {
+  auto cfg = parse_config(default_config_text());
+  runtime rt{sys, cfg.runtime};
+  install(rt, cfg);
+  std::optional<call_result> result;
+  rt.call(call_request{"/v1/chat/completions", "{}"},
+          [&](call_result r) { result = std::move(r); });
+  run();
+  advance(1s);
+  REQUIRE(result);
+  CHECK(result->ok());
+}
