@@ -227,6 +227,11 @@ std::future<call_result> runtime::call(call_request request,
   return result;
 }
 
+bool runtime::has_route(const std::string& name) const {
+  std::lock_guard<std::mutex> guard{mx_};
+  return routes_.count(name) != 0;
+}
+
 source_handle runtime::source(const std::string& name) const {
   std::lock_guard<std::mutex> guard{mx_};
   return sources_.at(name);

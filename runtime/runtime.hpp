@@ -132,6 +132,9 @@ public:
   /// The source named `name` (throws `std::out_of_range` if unknown).
   source_handle source(const std::string& name) const;
 
+  /// Whether a route with this name exists.
+  bool has_route(const std::string& name) const;
+
   /// Every registered source, by name.
   std::vector<source_handle> sources() const;
 

@@ -12,6 +12,7 @@ packages=(
   libfmt-dev
   catch2
   libtomlplusplus-dev
+  nlohmann-json3-dev
 )
 
 missing=()

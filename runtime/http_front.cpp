@@ -1,0 +1,378 @@
+#include "runtime/http_front.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/version.hpp>
+#include <nlohmann/json.hpp>
+
+#include "messages/errors.hpp"
+
+namespace sluice {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+
+namespace {
+
+// Limits, named once.
+constexpr auto read_timeout = std::chrono::seconds{60};
+constexpr auto write_timeout = std::chrono::seconds{30};
+
+using response = http::response<http::string_body>;
+
+response make_response(unsigned status, std::string body, bool keep_alive,
+                       unsigned version) {
+  response res{static_cast<http::status>(status), version};
+  res.set(http::field::server, "sluice-node");
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+// A JSON error body as SPEC §5 describes it.
+json error_body(errc code, const std::string& message) {
+  auto info = describe(code);
+  return json{{"error",
+               {{"type", std::string{info.name}},
+                {"code", info.json_code},
+                {"message", message}}}};
+}
+
+void set_retry_after(response& res, double seconds) {
+  auto s = static_cast<long>(std::ceil(std::max(seconds, 1.0)));
+  res.set(http::field::retry_after, std::to_string(s));
+}
+
+// Turns a call's result into its HTTP response.
+response render(const call_result& r, bool keep_alive, unsigned version) {
+  switch (r.status) {
+  case call_status::ok:
+    return make_response(200, r.body, keep_alive, version);
+  case call_status::upstream_error: {
+    // Passed through with the upstream's status and body.
+    auto status = r.upstream_status >= 400 && r.upstream_status < 600
+                      ? static_cast<unsigned>(r.upstream_status)
+                      : 502u;
+    return make_response(status, r.body, keep_alive, version);
+  }
+  case call_status::tool_busy: {
+    auto body = error_body(errc::tool_busy,
+                           "admission deadline passed while waiting for a "
+                           "permit");
+    body["error"]["tier"] =
+        r.busy_tier ? std::string{to_string(*r.busy_tier)} : "unknown";
+    body["error"]["retry_after_s"] = r.retry_after_s;
+    auto res = make_response(503, body.dump(), keep_alive, version);
+    set_retry_after(res, r.retry_after_s);
+    return res;
+  }
+  case call_status::all_sources_exhausted: {
+    auto body = error_body(errc::all_sources_exhausted,
+                           "no source could complete the call");
+    body["error"]["reason"] = r.reason;
+    body["error"]["retry_after_s"] = r.retry_after_s;
+    json attempts = json::array();
+    for (auto& a : r.attempts)
+      attempts.push_back(
+          {{"source", a.source},
+           {"outcome", std::string{policy::to_string(a.kind)}},
+           {"status", a.status},
+           {"elapsed_s", std::chrono::duration<double>(a.elapsed).count()}});
+    body["error"]["attempts"] = std::move(attempts);
+    auto res = make_response(503, body.dump(), keep_alive, version);
+    set_retry_after(res, r.retry_after_s);
+    return res;
+  }
+  case call_status::governance_backend_error: {
+    auto body = error_body(errc::governance_backend_error,
+                           "the governance backend is unavailable; the "
+                           "call was not let through");
+    auto res = make_response(503, body.dump(), keep_alive, version);
+    set_retry_after(res, r.retry_after_s);
+    return res;
+  }
+  case call_status::cancelled:
+    break;
+  }
+  return make_response(500,
+                       error_body(errc::upstream_error, "cancelled").dump(),
+                       false, version);
+}
+
+response error_response(errc code, const std::string& message, bool keep_alive,
+                        unsigned version) {
+  return make_response(static_cast<unsigned>(describe(code).http_status),
+                       error_body(code, message).dump(), keep_alive, version);
+}
+
+} // namespace
+
+// -- shared state of the front
+// -------------------------------------------------
+
+struct http_front::impl {
+  runtime& rt;
+  node_settings settings;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<size_t> in_flight{0};
+  std::atomic<uint64_t> next_connection{1};
+  std::atomic<bool> accepting{true};
+
+  impl(runtime& r, const node_settings& s)
+      : rt(r)
+      , settings(s)
+      , acceptor(net::make_strand(ioc)) {
+    // nop
+  }
+
+  void do_accept();
+};
+
+namespace {
+
+// One client connection: reads requests one at a time, runs each as a
+// governed call, writes the answer. A strand serialises everything on it.
+class connection : public std::enable_shared_from_this<connection> {
+public:
+  connection(tcp::socket&& socket, http_front::impl& front)
+      : stream_(std::move(socket))
+      , front_(front)
+      , tier_(front.rt.new_connection())
+      , id_(front.next_connection++) {
+    // nop
+  }
+
+  void start() {
+    net::dispatch(
+        stream_.get_executor(),
+        beast::bind_front_handler(&connection::do_read, shared_from_this()));
+  }
+
+private:
+  void do_read() {
+    parser_.emplace();
+    parser_->body_limit(front_.settings.max_body_bytes);
+    stream_.expires_after(read_timeout);
+    // Read one request.
+    http::async_read(
+        stream_, buffer_, *parser_,
+        beast::bind_front_handler(&connection::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::eof || ec == net::error::connection_reset)
+      return close();
+    if (ec == http::error::body_limit) {
+      auto limit = std::to_string(front_.settings.max_body_bytes);
+      return write(error_response(errc::payload_too_large,
+                                  "request body exceeds " + limit + " bytes",
+                                  false, 11));
+    }
+    if (ec)
+      return write(error_response(errc::bad_request,
+                                  "malformed HTTP request: " + ec.message(),
+                                  false, 11));
+    request_ = parser_->release();
+    handle();
+  }
+
+  void handle() {
+    auto keep = request_.keep_alive();
+    auto version = request_.version();
+    std::string target{request_.target()};
+    auto path = target.substr(0, target.find('?'));
+    if (path == "/healthz") {
+      if (request_.method() != http::verb::get)
+        return write(error_response(errc::method_not_allowed,
+                                    "use GET /healthz", keep, version));
+      return write(make_response(200, R"({"status":"ok"})", keep, version));
+    }
+    if (!front_.rt.has_route(path))
+      return write(
+          error_response(errc::not_found, "no route " + path, keep, version));
+    if (request_.method() != http::verb::post)
+      return write(error_response(errc::method_not_allowed, "use POST " + path,
+                                  keep, version));
+    auto body = json::parse(request_.body(), nullptr, false);
+    if (body.is_discarded() || !body.is_object())
+      return write(error_response(
+          errc::bad_request, "the body must be a JSON object", keep, version));
+    call_options opts;
+    auto header = request_.find("X-Session-Id");
+    opts.session = header != request_.end()
+                       ? std::string{header->value()}
+                       : "connection-" + std::to_string(id_);
+    opts.connection = tier_;
+    ++front_.in_flight;
+    pending_ = true;
+    auto self = shared_from_this();
+    auto exec = stream_.get_executor();
+    try {
+      call_ = front_.rt.call(
+          call_request{path, request_.body()},
+          [self, exec, keep, version](call_result r) {
+            // On an actor thread: hand the result to the connection's strand.
+            net::post(exec, [self, r = std::move(r), keep, version]() mutable {
+              self->on_result(std::move(r), keep, version);
+            });
+          },
+          opts);
+    } catch (const std::exception& e) {
+      --front_.in_flight;
+      pending_ = false;
+      return write(error_response(errc::bad_request, e.what(), keep, version));
+    }
+    watch_client();
+  }
+
+  // While the call runs, notice the client going away: a readable socket
+  // with nothing to read is a closed one. That cancels the call.
+  void watch_client() {
+    stream_.expires_never();
+    stream_.socket().async_wait(
+        tcp::socket::wait_read,
+        [self = shared_from_this()](beast::error_code ec) {
+          if (ec || !self->pending_)
+            return;
+          beast::error_code ec2;
+          if (self->stream_.socket().available(ec2) == 0 || ec2) {
+            self->call_.cancel(); // the governor ends; permits come back
+            self->closed_ = true;
+          }
+          // Otherwise the client sent more (pipelining): read it later.
+        });
+  }
+
+  void on_result(call_result r, bool keep, unsigned version) {
+    pending_ = false;
+    --front_.in_flight;
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored); // stop watching for a disconnect
+    if (closed_ || r.status == call_status::cancelled)
+      return close();
+    write(render(r, keep, version));
+  }
+
+  void write(response res) {
+    auto keep = res.keep_alive();
+    auto sp = std::make_shared<response>(std::move(res));
+    stream_.expires_after(write_timeout);
+    // Write the response, then read the next request or close.
+    http::async_write(stream_, *sp,
+                      [self = shared_from_this(), sp,
+                       keep](beast::error_code ec, std::size_t) {
+                        if (ec || !keep)
+                          return self->close();
+                        self->do_read();
+                      });
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::request<http::string_body> request_;
+  http_front::impl& front_;
+  tier_handle tier_;
+  uint64_t id_;
+  call_handle call_;
+  bool pending_ = false;
+  bool closed_ = false;
+};
+
+} // namespace
+
+void http_front::impl::do_accept() {
+  acceptor.async_accept(
+      net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+        if (!accepting)
+          return;
+        if (!ec)
+          std::make_shared<connection>(std::move(socket), *this)->start();
+        do_accept();
+      });
+}
+
+http_front::http_front(runtime& rt, const node_settings& settings,
+                       size_t threads)
+    : impl_(std::make_unique<impl>(rt, settings)) {
+  beast::error_code ec;
+  auto address = net::ip::make_address(settings.listen_host, ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on '" + settings.listen_host +
+                             "': " + ec.message());
+  tcp::endpoint ep{address, settings.listen_port};
+  auto& a = impl_->acceptor;
+  a.open(ep.protocol(), ec);
+  if (!ec)
+    a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec)
+    a.bind(ep, ec);
+  if (!ec)
+    a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on " + settings.listen_host + ":" +
+                             std::to_string(settings.listen_port) + ": " +
+                             ec.message());
+  impl_->do_accept();
+  for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+}
+
+http_front::~http_front() {
+  shutdown(duration::zero());
+}
+
+uint16_t http_front::port() const noexcept {
+  beast::error_code ec;
+  return impl_->acceptor.local_endpoint(ec).port();
+}
+
+size_t http_front::in_flight() const noexcept {
+  return impl_->in_flight;
+}
+
+size_t http_front::shutdown(duration grace) {
+  if (impl_->threads.empty())
+    return 0;
+  impl_->accepting = false;
+  net::post(impl_->acceptor.get_executor(), [this] {
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+  });
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (impl_->in_flight > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  size_t left = impl_->in_flight;
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads)
+    t.join();
+  impl_->threads.clear();
+  return left;
+}
+
+} // namespace sluice

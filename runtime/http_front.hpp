@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "runtime/config_file.hpp"
+#include "runtime/runtime.hpp"
+
+namespace sluice {
+
+/// The HTTP front of `sluice-node` (Boost.Beast): OpenAI-compatible routes
+/// in front of the runtime, plus `GET /healthz`.
+///
+/// - Every configured route path takes `POST` with a JSON object body; the
+///   body is the call's payload. The session is `X-Session-Id`, or, when the
+///   header is absent, one session per TCP connection. Each TCP connection
+///   owns a connection tier.
+/// - A client that disconnects while its call is in flight cancels the call:
+///   its governor is terminated and everything it held comes back.
+/// - Errors are JSON `{"error": {"type", "code", "message", ...}}` with the
+///   status of `messages/errors.hpp` (`Retry-After` on 503s).
+class http_front {
+public:
+  /// Binds `settings.listen_host:listen_port` (port 0: any free port) and
+  /// starts accepting on `threads` I/O threads. Throws `std::runtime_error`
+  /// if it cannot bind.
+  http_front(runtime& rt, const node_settings& settings, size_t threads = 2);
+
+  ~http_front();
+
+  http_front(const http_front&) = delete;
+  http_front& operator=(const http_front&) = delete;
+
+  /// The port actually bound.
+  uint16_t port() const noexcept;
+
+  /// Calls in flight right now.
+  size_t in_flight() const noexcept;
+
+  /// Graceful stop: no new connections, then wait for in-flight calls up to
+  /// `grace`, then close everything. Returns the calls still in flight when
+  /// it gave up (0 if all finished).
+  size_t shutdown(duration grace);
+
+  /// Implementation detail (keeps Beast out of this header).
+  struct impl;
+
+private:
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace sluice
