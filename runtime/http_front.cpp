@@ -134,6 +134,7 @@ struct http_front::impl {
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<size_t> in_flight{0};
+  std::atomic<size_t> open_connections{0};
   std::atomic<uint64_t> next_connection{1};
   std::atomic<bool> accepting{true};
 
@@ -148,6 +149,31 @@ struct http_front::impl {
 };
 
 namespace {
+
+json tier_json(const tier_status& t) {
+  return {{"cap", t.cap}, {"in_use", t.in_use}, {"waiting", t.waiting}};
+}
+
+// GET /status: read lock-free from tier counters and breaker mirrors, so it
+// never waits on an actor.
+json status_json(http_front::impl& front) {
+  json sources = json::array();
+  for (auto& s : front.rt.sources()) {
+    auto b = s.breaker.mirror->load();
+    auto t = s.tier->load();
+    sources.push_back({{"name", s.name},
+                       {"breaker",
+                        {{"state", std::string{policy::to_string(b.state)}},
+                         {"generation", b.generation}}},
+                       {"aimd_limit", s.tier->cap()},
+                       {"in_flight", t.in_use}});
+  }
+  return {
+      {"tiers", {{"global", tier_json(front.rt.tiers().global().status())}}},
+      {"connections", front.open_connections.load()},
+      {"calls_in_flight", front.in_flight.load()},
+      {"sources", std::move(sources)}};
+}
 
 // One client connection: reads requests one at a time, runs each as a
 // governed call, writes the answer. A strand serialises everything on it.
@@ -206,6 +232,13 @@ private:
         return write(error_response(errc::method_not_allowed,
                                     "use GET /healthz", keep, version));
       return write(make_response(200, R"({"status":"ok"})", keep, version));
+    }
+    if (path == "/status") {
+      if (request_.method() != http::verb::get)
+        return write(error_response(errc::method_not_allowed, "use GET /status",
+                                    keep, version));
+      return write(
+          make_response(200, status_json(front_).dump(), keep, version));
     }
     if (!front_.rt.has_route(path))
       return write(

@@ -218,3 +218,25 @@ TEST_CASE_METHOD(fixture, "a client that disconnects mid-call cancels it and "
   }));
   CHECK(slow.stats->in_flight == 0);
 }
+
+TEST_CASE_METHOD(fixture, "GET /status reports tiers and sources") {
+  auto r = exchange(port(), http::verb::get, "/status");
+  REQUIRE(r.status == 200);
+  auto doc = r.doc();
+  CHECK(doc["tiers"]["global"]["cap"] == 1024);
+  CHECK(doc["tiers"]["global"]["in_use"] == 0);
+  CHECK(doc["calls_in_flight"] == 0);
+  REQUIRE(doc["sources"].size() == 4);
+  for (auto& s : doc["sources"]) {
+    CHECK(s["breaker"]["state"] == "closed");
+    CHECK(s["aimd_limit"] == 16);
+    CHECK(s["in_flight"] == 0);
+  }
+  // A call in flight shows up.
+  std::thread t{[&] { exchange(port(), http::verb::post, "/slow", "{}"); }};
+  REQUIRE(eventually([&] { return slow.stats->in_flight == 1; }));
+  auto busy = exchange(port(), http::verb::get, "/status").doc();
+  CHECK(busy["calls_in_flight"] == 1);
+  CHECK(busy["tiers"]["global"]["in_use"] == 1);
+  t.join();
+}
