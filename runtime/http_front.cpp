@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/errors.hpp"
+#include "runtime/node_metrics.hpp"
 
 namespace sluice {
 
@@ -135,6 +136,7 @@ struct http_front::impl {
   std::vector<std::thread> threads;
   std::atomic<size_t> in_flight{0};
   std::atomic<size_t> open_connections{0};
+  node_metrics metrics;
   std::atomic<uint64_t> next_connection{1};
   std::atomic<bool> accepting{true};
 
@@ -173,6 +175,36 @@ json status_json(http_front::impl& front) {
       {"connections", front.open_connections.load()},
       {"calls_in_flight", front.in_flight.load()},
       {"sources", std::move(sources)}};
+}
+
+// GET /metrics: the node's counters plus gauges read lock-free.
+std::string metrics_text(http_front::impl& front) {
+  std::string g;
+  g += "# HELP sluice_breaker_state Breaker state per source (0 closed, 1 "
+       "open, 2 half_open).\n# TYPE sluice_breaker_state gauge\n";
+  std::string gen = "# HELP sluice_breaker_generation Breaker generation "
+                    "(transitions + 1).\n# TYPE sluice_breaker_generation "
+                    "gauge\n";
+  std::string lim = "# HELP sluice_source_limit AIMD concurrency limit.\n# "
+                    "TYPE sluice_source_limit gauge\n";
+  for (auto& s : front.rt.sources()) {
+    auto b = s.breaker.mirror->load();
+    g += "sluice_breaker_state{source=\"" + s.name + "\"} " +
+         std::to_string(static_cast<int>(b.state)) + "\n";
+    gen += "sluice_breaker_generation{source=\"" + s.name + "\"} " +
+           std::to_string(b.generation) + "\n";
+    lim += "sluice_source_limit{source=\"" + s.name + "\"} " +
+           std::to_string(s.tier->cap()) + "\n";
+  }
+  auto global = front.rt.tiers().global().status();
+  g += gen + lim;
+  g += "# HELP sluice_tier_in_use Permits in use.\n# TYPE sluice_tier_in_use "
+       "gauge\nsluice_tier_in_use{tier=\"global\"} " +
+       std::to_string(global.in_use) + "\n";
+  g += "# HELP sluice_calls_in_flight Calls in flight.\n# TYPE "
+       "sluice_calls_in_flight gauge\nsluice_calls_in_flight " +
+       std::to_string(front.in_flight.load()) + "\n";
+  return front.metrics.render(g);
 }
 
 // One client connection: reads requests one at a time, runs each as a
@@ -240,6 +272,14 @@ private:
       return write(
           make_response(200, status_json(front_).dump(), keep, version));
     }
+    if (path == "/metrics") {
+      if (request_.method() != http::verb::get)
+        return write(error_response(errc::method_not_allowed,
+                                    "use GET /metrics", keep, version));
+      auto res = make_response(200, metrics_text(front_), keep, version);
+      res.set(http::field::content_type, "text/plain; version=0.0.4");
+      return write(std::move(res));
+    }
     if (!front_.rt.has_route(path))
       return write(
           error_response(errc::not_found, "no route " + path, keep, version));
@@ -258,6 +298,8 @@ private:
     opts.connection = tier_;
     ++front_.in_flight;
     pending_ = true;
+    route_ = path;
+    started_ = std::chrono::steady_clock::now();
     auto self = shared_from_this();
     auto exec = stream_.get_executor();
     try {
@@ -301,6 +343,8 @@ private:
     --front_.in_flight;
     beast::error_code ignored;
     stream_.socket().cancel(ignored); // stop watching for a disconnect
+    front_.metrics.record(route_, r,
+                          std::chrono::steady_clock::now() - started_);
     if (closed_ || r.status == call_status::cancelled)
       return close();
     write(render(r, keep, version));
@@ -333,6 +377,8 @@ private:
   tier_handle tier_;
   uint64_t id_;
   call_handle call_;
+  std::string route_;
+  std::chrono::steady_clock::time_point started_;
   bool pending_ = false;
   bool closed_ = false;
 };

@@ -240,3 +240,22 @@ TEST_CASE_METHOD(fixture, "GET /status reports tiers and sources") {
   CHECK(busy["tiers"]["global"]["in_use"] == 1);
   t.join();
 }
+
+TEST_CASE_METHOD(fixture, "GET /metrics counts calls, verdicts and attempts") {
+  exchange(port(), http::verb::post, "/v1/chat/completions", "{}");
+  exchange(port(), http::verb::post, "/broken", "{}");
+  auto r = exchange(port(), http::verb::get, "/metrics");
+  REQUIRE(r.status == 200);
+  auto has = [&](const std::string& line) {
+    INFO(line);
+    CHECK(r.body.find(line) != std::string::npos);
+  };
+  has("sluice_calls_total{route=\"/v1/chat/completions\",outcome=\"ok\"} 1");
+  has("sluice_calls_total{route=\"/broken\",outcome=\"all_sources_exhausted\"} "
+      "1");
+  has("sluice_verdicts_total{reason=\"retry_exhausted\"} 1");
+  has("sluice_attempts_total{source=\"broken\",outcome=\"transient\"} 1");
+  has("sluice_call_duration_seconds_count{route=\"/broken\"} 1");
+  has("sluice_breaker_state{source=\"fast\"} 0");
+  has("# TYPE sluice_calls_total counter");
+}
