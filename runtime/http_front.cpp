@@ -1,9 +1,13 @@
 #include "runtime/http_front.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -15,8 +19,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <nlohmann/json.hpp>
 
+#include "messages/atoms.hpp"
 #include "messages/errors.hpp"
 #include "runtime/node_metrics.hpp"
 
@@ -139,6 +149,30 @@ struct http_front::impl {
   node_metrics metrics;
   std::atomic<uint64_t> next_connection{1};
   std::atomic<bool> accepting{true};
+
+  // -- GET /events subscribers ------------------------------------------------
+
+  struct event_subscriber {
+    std::weak_ptr<void> alive;
+    std::function<void(std::string)> push;
+  };
+  std::mutex events_mx;
+  std::vector<event_subscriber> event_subscribers;
+  /// Subscribes to every breaker and hands its transitions to `publish`.
+  caf::actor event_relay;
+
+  /// Sends one server-sent event to every /events client.
+  void publish(const std::string& event, const json& data) {
+    auto frame = "event: " + event + "\ndata: " + data.dump() + "\n\n";
+    std::lock_guard<std::mutex> guard{events_mx};
+    auto& subs = event_subscribers;
+    subs.erase(std::remove_if(
+                   subs.begin(), subs.end(),
+                   [](const event_subscriber& s) { return s.alive.expired(); }),
+               subs.end());
+    for (auto& s : subs)
+      s.push(frame);
+  }
 
   impl(runtime& r, const node_settings& s)
       : rt(r)
@@ -272,6 +306,12 @@ private:
       return write(
           make_response(200, status_json(front_).dump(), keep, version));
     }
+    if (path == "/events") {
+      if (request_.method() != http::verb::get)
+        return write(error_response(errc::method_not_allowed, "use GET /events",
+                                    keep, version));
+      return start_events(version);
+    }
     if (path == "/metrics") {
       if (request_.method() != http::verb::get)
         return write(error_response(errc::method_not_allowed,
@@ -343,11 +383,94 @@ private:
     --front_.in_flight;
     beast::error_code ignored;
     stream_.socket().cancel(ignored); // stop watching for a disconnect
+    if (r.status != call_status::ok && r.status != call_status::cancelled) {
+      json v{{"route", route_}, {"status", std::string{to_string(r.status)}}};
+      if (!r.reason.empty())
+        v["reason"] = r.reason;
+      if (r.busy_tier)
+        v["tier"] = std::string{to_string(*r.busy_tier)};
+      front_.publish("verdict", v);
+    }
     front_.metrics.record(route_, r,
                           std::chrono::steady_clock::now() - started_);
     if (closed_ || r.status == call_status::cancelled)
       return close();
     write(render(r, keep, version));
+  }
+
+  // -- GET /events: a server-sent event stream --------------------------------
+
+  static constexpr size_t max_queued_events = 1024;
+
+  void start_events(unsigned version) {
+    auto res = std::make_shared<http::response<http::empty_body>>(
+        http::status::ok, version);
+    res->set(http::field::server, "sluice-node");
+    res->set(http::field::content_type, "text/event-stream");
+    res->set(http::field::cache_control, "no-cache");
+    res->keep_alive(true);
+    auto sr =
+        std::make_shared<http::response_serializer<http::empty_body>>(*res);
+    stream_.expires_never();
+    // Send the header, then events as they come, until the client leaves.
+    http::async_write_header(
+        stream_, *sr,
+        [self = shared_from_this(), res, sr](beast::error_code ec,
+                                             std::size_t) {
+          if (ec)
+            return self->close();
+          std::weak_ptr<connection> weak = self;
+          std::lock_guard<std::mutex> guard{self->front_.events_mx};
+          self->front_.event_subscribers.push_back(
+              {std::weak_ptr<void>{self}, [weak](std::string frame) {
+                 if (auto c = weak.lock())
+                   c->push_event(std::move(frame));
+               }});
+          self->watch_event_client();
+        });
+  }
+
+  void push_event(std::string frame) {
+    net::post(stream_.get_executor(), [self = shared_from_this(),
+                                       frame = std::move(frame)]() mutable {
+      if (self->events_.size() >= max_queued_events)
+        return self->close(); // a client that cannot keep up is dropped
+      self->events_.push_back(std::move(frame));
+      if (!self->writing_event_)
+        self->send_next_event();
+    });
+  }
+
+  void send_next_event() {
+    if (events_.empty()) {
+      writing_event_ = false;
+      return;
+    }
+    writing_event_ = true;
+    net::async_write(
+        stream_, net::buffer(events_.front()),
+        [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec)
+            return self->close();
+          self->events_.pop_front();
+          self->send_next_event();
+        });
+  }
+
+  void watch_event_client() {
+    stream_.socket().async_wait(
+        tcp::socket::wait_read,
+        [self = shared_from_this()](beast::error_code ec) {
+          beast::error_code ec2;
+          if (ec || self->stream_.socket().available(ec2) == 0 || ec2)
+            return self->close_events();
+          self->watch_event_client(); // ignore what the client sends
+        });
+  }
+
+  void close_events() {
+    beast::error_code ec;
+    stream_.socket().close(ec);
   }
 
   void write(response res) {
@@ -381,7 +504,25 @@ private:
   std::chrono::steady_clock::time_point started_;
   bool pending_ = false;
   bool closed_ = false;
+  std::deque<std::string> events_;
+  bool writing_event_ = false;
 };
+
+} // namespace
+
+namespace {
+
+// Subscribes to every breaker; hands each transition to `on_event`.
+caf::behavior event_relay(caf::event_based_actor* self,
+                          std::vector<source_handle> sources,
+                          std::function<void(const breaker_event&)> on_event) {
+  for (auto& s : sources)
+    self->request(s.breaker.actor, caf::infinite, subscribe_atom_v)
+        .then([](const breaker_status&) {}, [](caf::error&) {});
+  return {
+      [on_event](const breaker_event& ev) { on_event(ev); },
+  };
+}
 
 } // namespace
 
@@ -417,6 +558,19 @@ http_front::http_front(runtime& rt, const node_settings& settings,
     throw std::runtime_error("cannot listen on " + settings.listen_host + ":" +
                              std::to_string(settings.listen_port) + ": " +
                              ec.message());
+  auto* state = impl_.get();
+  impl_->event_relay = rt.system().spawn(
+      event_relay, rt.sources(), [state](const breaker_event& ev) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      ev.at.time_since_epoch())
+                      .count();
+        state->publish("breaker",
+                       {{"source", ev.source},
+                        {"from", std::string{policy::to_string(ev.from)}},
+                        {"to", std::string{policy::to_string(ev.to)}},
+                        {"generation", ev.generation},
+                        {"at_ms", ms}});
+      });
   impl_->do_accept();
   for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
     impl_->threads.emplace_back([this] { impl_->ioc.run(); });
@@ -447,6 +601,13 @@ size_t http_front::shutdown(duration grace) {
   while (impl_->in_flight > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   size_t left = impl_->in_flight;
+  {
+    // The relay calls into this object: wait until it is gone.
+    caf::scoped_actor self{impl_->rt.system()};
+    self->monitor(impl_->event_relay);
+    self->send_exit(impl_->event_relay, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {});
+  }
   impl_->ioc.stop();
   for (auto& t : impl_->threads)
     t.join();

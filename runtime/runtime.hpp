@@ -138,6 +138,11 @@ public:
   /// Every registered source, by name.
   std::vector<source_handle> sources() const;
 
+  /// The actor system the runtime runs on.
+  caf::actor_system& system() const noexcept {
+    return sys_;
+  }
+
   /// The scope-state backend.
   const caf::actor& backend() const noexcept { return backend_; }
 

@@ -13,9 +13,11 @@
 #include <boost/beast/http.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "messages/atoms.hpp"
 #include "messages/errors.hpp"
 
 using namespace std::chrono_literals;
@@ -258,4 +260,45 @@ TEST_CASE_METHOD(fixture, "GET /metrics counts calls, verdicts and attempts") {
   has("sluice_call_duration_seconds_count{route=\"/broken\"} 1");
   has("sluice_breaker_state{source=\"fast\"} 0");
   has("# TYPE sluice_calls_total counter");
+}
+
+TEST_CASE_METHOD(fixture,
+                 "GET /events streams breaker transitions and verdicts") {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  stream.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port()});
+  http::request<http::empty_body> req{http::verb::get, "/events", 11};
+  req.set(http::field::host, "127.0.0.1");
+  http::write(stream, req);
+  beast::flat_buffer buf;
+  http::response_parser<http::empty_body> header;
+  http::read_header(stream, buf, header);
+  CHECK(header.get().result_int() == 200);
+  CHECK(header.get()[http::field::content_type] == "text/event-stream");
+  // Make events until both kinds arrive (the stream registers right after
+  // its header is written, so the first triggers may come too early): a
+  // verdict, and an operator isolating (and resetting) a breaker.
+  std::string seen = beast::buffers_to_string(buf.data());
+  auto done = [&] {
+    return seen.find("event: verdict") != std::string::npos &&
+           seen.find("\"to\":\"open\"") != std::string::npos;
+  };
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    exchange(port(), http::verb::post, "/broken", "{}");
+    caf::anon_send(rt->source("fast").breaker.actor, reset_atom_v);
+    caf::anon_send(rt->source("fast").breaker.actor, isolate_atom_v);
+    std::this_thread::sleep_for(50ms);
+    beast::error_code ec;
+    while (stream.socket().available(ec) > 0 && !ec) {
+      char chunk[4096];
+      auto n = stream.socket().read_some(net::buffer(chunk), ec);
+      seen.append(chunk, n);
+    }
+  }
+  CHECK(seen.find("event: verdict") != std::string::npos);
+  CHECK(seen.find("\"reason\":\"retry_exhausted\"") != std::string::npos);
+  CHECK(seen.find("event: breaker") != std::string::npos);
+  CHECK(seen.find("\"source\":\"fast\"") != std::string::npos);
+  CHECK(seen.find("\"to\":\"open\"") != std::string::npos);
 }
