@@ -561,8 +561,13 @@ http_front::http_front(runtime& rt, const node_settings& settings,
   auto* state = impl_.get();
   impl_->event_relay = rt.system().spawn(
       event_relay, rt.sources(), [state](const breaker_event& ev) {
+        // Wall-clock time of the transition (the event carries steady time).
+        auto wall =
+            std::chrono::system_clock::now() -
+            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                steady::now() - ev.at);
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      ev.at.time_since_epoch())
+                      wall.time_since_epoch())
                       .count();
         state->publish("breaker",
                        {{"source", ev.source},
