@@ -1,0 +1,26 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+#include "runtime/policy/outcome.hpp"
+#include "runtime/policy/time.hpp"
+
+namespace sluice::policy {
+
+/// The outcome class of an HTTP answer (SPEC §4): 2xx ok; 429 rate limited;
+/// 408 and 5xx transient (worth retrying elsewhere); any other status
+/// permanent (the request itself is wrong, or the upstream answered with
+/// something a gateway cannot pass on as a success).
+outcome_kind classify_http_status(int status) noexcept;
+
+/// Parses a Retry-After value: delta-seconds ("120") or an HTTP-date in any
+/// of the three formats RFC 9110 allows (IMF-fixdate, RFC 850, asctime).
+/// Returns how long to wait from `now`, never negative; nothing for a value
+/// that is neither.
+std::optional<duration>
+parse_retry_after(std::string_view value,
+                  std::chrono::system_clock::time_point now);
+
+} // namespace sluice::policy

@@ -1,0 +1,47 @@
+#include "runtime/policy/http_outcome.hpp"
+
+#include <chrono>
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+using namespace sluice::policy;
+
+namespace {
+
+// Sun, 06 Nov 1994 08:49:37 GMT, the RFC's example date.
+const auto rfc_date = std::chrono::system_clock::from_time_t(784111777);
+
+} // namespace
+
+TEST_CASE("HTTP statuses map to outcome classes") {
+  CHECK(classify_http_status(200) == outcome_kind::ok);
+  CHECK(classify_http_status(204) == outcome_kind::ok);
+  CHECK(classify_http_status(429) == outcome_kind::rate_limited);
+  CHECK(classify_http_status(408) == outcome_kind::transient);
+  CHECK(classify_http_status(500) == outcome_kind::transient);
+  CHECK(classify_http_status(503) == outcome_kind::transient);
+  CHECK(classify_http_status(400) == outcome_kind::permanent);
+  CHECK(classify_http_status(401) == outcome_kind::permanent);
+  CHECK(classify_http_status(404) == outcome_kind::permanent);
+  CHECK(classify_http_status(302) == outcome_kind::permanent);
+}
+
+TEST_CASE("Retry-After as delta-seconds") {
+  CHECK(parse_retry_after("120", rfc_date) == 120s);
+  CHECK(parse_retry_after(" 0 ", rfc_date) == 0s);
+  CHECK_FALSE(parse_retry_after("-5", rfc_date));
+  CHECK_FALSE(parse_retry_after("soon", rfc_date));
+  CHECK_FALSE(parse_retry_after("", rfc_date));
+}
+
+TEST_CASE("Retry-After as an HTTP-date in all three formats") {
+  auto before = rfc_date - 30s;
+  CHECK(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", before) == 30s);
+  CHECK(parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", before) == 30s);
+  CHECK(parse_retry_after("Sun Nov  6 08:49:37 1994", before) == 30s);
+  // A date in the past means "now", never a negative wait.
+  CHECK(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", rfc_date + 1h) ==
+        0s);
+  CHECK_FALSE(parse_retry_after("Sun, 06 Nov 1994 08:49:37", before));
+}
