@@ -348,10 +348,10 @@ source_decl read_source(const std::string& name, const toml::table& t) {
   d.line = r.line();
   auto type = r.string("type");
   if (!type)
-    r.fail("type", "missing; must be \"simulated\"");
-  if (*type != "simulated")
-    r.fail("type",
-           "unknown source type '" + *type + "' (supported: \"simulated\")");
+    r.fail("type", "missing; must be \"simulated\" or \"http\"");
+  if (*type != "simulated" && *type != "http")
+    r.fail("type", "unknown source type '" + *type +
+                       "' (supported: \"simulated\", \"http\")");
   d.type = *type;
   if (auto b = r.table("breaker")) {
     table_reader br{*b, r.prefix() + ".breaker"};
@@ -365,6 +365,30 @@ source_decl read_source(const std::string& name, const toml::table& t) {
     table_reader qr{*q, r.prefix() + ".quota"};
     d.settings.quota.emplace();
     read_quota(qr, *d.settings.quota);
+  }
+  if (d.type == "http") {
+    auto url = r.string("base_url");
+    if (!url)
+      r.fail("base_url", "missing; e.g. \"http://127.0.0.1:9000\"");
+    d.http.base_url = *url;
+    if (auto h = r.table("headers")) {
+      table_reader hr{*h, r.prefix() + ".headers"};
+      for (auto&& [k, v] : *h) {
+        std::string name{k.str()};
+        auto value = hr.string(name);
+        d.http.headers.emplace_back(name, *value);
+      }
+      hr.done();
+    }
+    if (auto x = r.span("connect_timeout_s", 1.0))
+      d.http.connect_timeout = *x;
+    if (auto x = r.span("response_timeout_s", 1.0))
+      d.http.response_timeout = *x;
+    if (auto x = r.count("max_idle_connections"))
+      d.http.max_idle_connections = *x;
+    r.done();
+    r.checked([&] { validate(d.http); });
+    return d;
   }
   if (auto x = r.integer("seed"))
     d.sim.seed = static_cast<uint64_t>(*x);
@@ -504,8 +528,13 @@ file_config load_config_file(const std::string& path) {
 }
 
 void install(runtime& rt, const file_config& cfg) {
-  for (auto& s : cfg.sources)
-    rt.add_simulated_source(s.name, s.sim, s.settings);
+  for (auto& s : cfg.sources) {
+    if (s.type == "http")
+      rt.add_source(s.name, spawn_http_source(rt.system(), s.http).actor,
+                    s.settings);
+    else
+      rt.add_simulated_source(s.name, s.sim, s.settings);
+  }
   for (auto& r : cfg.routes)
     rt.add_route(r.route);
 }

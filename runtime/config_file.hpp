@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/http_source.hpp"
 #include "runtime/runtime.hpp"
 
 namespace sluice {
@@ -22,10 +23,13 @@ struct node_settings {
 /// One `[sources.NAME]` table.
 struct source_decl {
   std::string name;
-  /// "simulated" (the only type so far; "http" comes with the gateway).
+  /// "simulated" or "http".
   std::string type;
   source_settings settings;
+  /// For type "simulated".
   sim_config sim;
+  /// For type "http".
+  http_source_config http;
   int line = 0;
 };
 

@@ -3,6 +3,7 @@
 #include "runtime/config_file.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 
 #include <catch2/catch.hpp>
@@ -230,4 +231,51 @@ TEST_CASE_METHOD(sluice::testing::virtual_time_fixture,
   advance(1s);
   REQUIRE(result);
   CHECK(result->ok());
+}
+
+TEST_CASE("http sources are read with their URL, headers and timeouts") {
+  setenv("SLUICE_CONFIG_TEST_KEY", "Bearer abc", 1);
+  auto cfg = parse_config(R"toml(
+[sources.openai]
+type = "http"
+base_url = "http://127.0.0.1:9000/proxy"
+connect_timeout_s = 2
+response_timeout_s = 60
+max_idle_connections = 4
+  [sources.openai.headers]
+  Authorization = "env:SLUICE_CONFIG_TEST_KEY"
+  [sources.openai.breaker]
+  min_samples = 5
+[routes."/v1/chat/completions"]
+sources = ["openai"]
+)toml");
+  auto& s = cfg.sources.at(0);
+  CHECK(s.type == "http");
+  CHECK(s.http.base_url == "http://127.0.0.1:9000/proxy");
+  CHECK(s.http.connect_timeout == 2s);
+  CHECK(s.http.response_timeout == 60s);
+  CHECK(s.http.max_idle_connections == 4);
+  REQUIRE(s.http.headers.size() == 1);
+  CHECK(s.http.headers[0].second == "env:SLUICE_CONFIG_TEST_KEY");
+  CHECK(s.settings.breaker.min_samples == 5);
+  auto e = refusal(R"toml(
+[sources.openai]
+type = "http"
+base_url = "ftp://nope"
+[routes."/v1/chat/completions"]
+sources = ["openai"]
+)toml");
+  REQUIRE(e);
+  CHECK(e->key() == "sources.openai.base_url");
+  e = refusal(R"toml(
+[sources.openai]
+type = "http"
+base_url = "http://127.0.0.1:9000"
+  [sources.openai.headers]
+  Authorization = "env:SLUICE_SURELY_UNSET_VARIABLE"
+[routes."/v1/chat/completions"]
+sources = ["openai"]
+)toml");
+  REQUIRE(e);
+  CHECK(e->key() == "sources.openai.headers.Authorization");
 }

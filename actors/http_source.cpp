@@ -1,0 +1,349 @@
+#include "actors/http_source.hpp"
+
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "runtime/policy/http_outcome.hpp"
+
+namespace sluice {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+struct parsed_url {
+  std::string host;
+  std::string port;
+  std::string prefix;
+};
+
+std::optional<parsed_url> parse_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.compare(0, scheme.size(), scheme) != 0)
+    return std::nullopt;
+  auto rest = url.substr(scheme.size());
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  parsed_url u;
+  u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
+  if (!u.prefix.empty() && u.prefix.back() == '/')
+    u.prefix.pop_back();
+  auto colon = authority.rfind(':');
+  u.host = authority.substr(0, colon);
+  u.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+  if (u.host.empty() || u.port.empty())
+    return std::nullopt;
+  return u;
+}
+
+std::string header_value(const std::string& v) {
+  if (v.compare(0, 4, "env:") == 0) {
+    auto x = std::getenv(v.substr(4).c_str());
+    return x ? x : "";
+  }
+  return v;
+}
+
+} // namespace
+
+void validate(const http_source_config& cfg) {
+  if (!parse_url(cfg.base_url))
+    throw std::invalid_argument("base_url: must be http://HOST[:PORT][/PATH], "
+                                "got '" +
+                                cfg.base_url + "'");
+  for (auto& [name, value] : cfg.headers)
+    if (value.compare(0, 4, "env:") == 0 &&
+        std::getenv(value.substr(4).c_str()) == nullptr)
+      throw std::invalid_argument("headers." + name +
+                                  ": environment variable " + value.substr(4) +
+                                  " is not set");
+  if (cfg.connect_timeout <= duration::zero())
+    throw std::invalid_argument("connect_timeout: must be positive");
+  if (cfg.response_timeout <= duration::zero())
+    throw std::invalid_argument("response_timeout: must be positive");
+}
+
+namespace {
+
+// The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
+// Everything below runs on that one thread.
+class client_engine : public std::enable_shared_from_this<client_engine> {
+public:
+  using done_fn = std::function<void(source_reply)>;
+
+  client_engine(const http_source_config& cfg,
+                std::shared_ptr<http_source_stats> stats)
+      : cfg_(cfg)
+      , url_(*parse_url(cfg.base_url))
+      , stats_(std::move(stats))
+      , work_(net::make_work_guard(ioc_))
+      , resolver_(ioc_) {
+    for (auto& [name, value] : cfg.headers)
+      headers_.emplace_back(name, header_value(value));
+    thread_ = std::thread{[this] { ioc_.run(); }};
+  }
+
+  ~client_engine() {
+    work_.reset();
+    ioc_.stop();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  void start(uint64_t id, const std::string& route, std::string body,
+             done_fn done) {
+    net::post(ioc_, [self = shared_from_this(), id, route,
+                     body = std::move(body), done = std::move(done)]() mutable {
+      self->begin(id, route, std::move(body), std::move(done));
+    });
+  }
+
+  /// The requester is gone: close its upstream request now.
+  void cancel(uint64_t id) {
+    net::post(ioc_, [self = shared_from_this(), id] {
+      auto i = self->active_.find(id);
+      if (i == self->active_.end())
+        return;
+      auto ex = i->second;
+      self->active_.erase(i);
+      ex->done = nullptr; // nobody waits for it any more
+      beast::error_code ec;
+      ex->stream->socket().close(ec);
+      ++self->stats_->cancelled;
+    });
+  }
+
+private:
+  struct exchange {
+    uint64_t id;
+    std::unique_ptr<beast::tcp_stream> stream;
+    bool reused = false;
+    http::request<http::string_body> req;
+    http::response<http::string_body> res;
+    beast::flat_buffer buffer;
+    done_fn done;
+  };
+  using exchange_ptr = std::shared_ptr<exchange>;
+
+  void begin(uint64_t id, const std::string& route, std::string body,
+             done_fn done) {
+    auto ex = std::make_shared<exchange>();
+    ex->id = id;
+    ex->done = std::move(done);
+    ex->req = {http::verb::post, url_.prefix + route, 11};
+    ex->req.set(http::field::host, url_.host);
+    ex->req.set(http::field::content_type, "application/json");
+    ex->req.set(http::field::user_agent, "sluice");
+    for (auto& [name, value] : headers_)
+      ex->req.set(name, value);
+    ex->req.keep_alive(true);
+    ex->req.body() = std::move(body);
+    ex->req.prepare_payload();
+    active_[id] = ex;
+    connect_or_reuse(ex);
+  }
+
+  void connect_or_reuse(const exchange_ptr& ex) {
+    if (!idle_.empty()) {
+      ex->stream = std::move(idle_.front());
+      idle_.pop_front();
+      ex->reused = true;
+      ++stats_->connections_reused;
+      return send(ex);
+    }
+    ex->reused = false;
+    ex->stream = std::make_unique<beast::tcp_stream>(ioc_);
+    // Resolve, then connect, each under the connect timeout.
+    resolver_.async_resolve(
+        url_.host, url_.port,
+        [self = shared_from_this(), ex](beast::error_code ec,
+                                        tcp::resolver::results_type results) {
+          if (ec)
+            return self->fail(ex, policy::outcome_kind::transient);
+          ex->stream->expires_after(self->cfg_.connect_timeout);
+          ex->stream->async_connect(
+              results, [self, ex](beast::error_code ec, const tcp::endpoint&) {
+                if (ec)
+                  return self->fail(ex, policy::outcome_kind::transient);
+                ++self->stats_->connections_opened;
+                self->send(ex);
+              });
+        });
+  }
+
+  void send(const exchange_ptr& ex) {
+    ex->stream->expires_after(cfg_.response_timeout);
+    // Write the request, then read the whole answer.
+    http::async_write(
+        *ex->stream, ex->req,
+        [self = shared_from_this(), ex](beast::error_code ec, std::size_t) {
+          if (ec)
+            return self->retry_or_fail(ex, ec);
+          http::async_read(*ex->stream, ex->buffer, ex->res,
+                           [self, ex](beast::error_code ec, std::size_t) {
+                             if (ec)
+                               return self->retry_or_fail(ex, ec);
+                             self->finish(ex);
+                           });
+        });
+  }
+
+  // A pooled connection the upstream had closed fails at once: try once more
+  // on a fresh one. Anything else is the attempt's outcome.
+  void retry_or_fail(const exchange_ptr& ex, beast::error_code ec) {
+    if (!ex->done)
+      return; // cancelled
+    if (ex->reused && ec != beast::error::timeout) {
+      ex->buffer.clear();
+      ex->res = {};
+      return connect_or_reuse(ex);
+    }
+    fail(ex, ec == beast::error::timeout ? policy::outcome_kind::timeout
+                                         : policy::outcome_kind::transient);
+  }
+
+  void fail(const exchange_ptr& ex, policy::outcome_kind kind) {
+    if (!ex->done)
+      return;
+    active_.erase(ex->id);
+    source_reply r;
+    r.kind = kind;
+    r.body = R"({"error":"upstream unreachable or silent"})";
+    auto done = std::move(ex->done);
+    done(std::move(r));
+  }
+
+  void finish(const exchange_ptr& ex) {
+    if (!ex->done)
+      return;
+    active_.erase(ex->id);
+    source_reply r;
+    r.status = static_cast<int>(ex->res.result_int());
+    r.kind = policy::classify_http_status(r.status);
+    auto ra = ex->res.find(http::field::retry_after);
+    if (ra != ex->res.end())
+      r.retry_after = policy::parse_retry_after(
+          std::string_view{ra->value().data(), ra->value().size()},
+          std::chrono::system_clock::now());
+    r.body = std::move(ex->res.body());
+    if (ex->res.keep_alive() && idle_.size() < cfg_.max_idle_connections)
+      idle_.push_back(std::move(ex->stream));
+    auto done = std::move(ex->done);
+    done(std::move(r));
+  }
+
+  http_source_config cfg_;
+  parsed_url url_;
+  std::vector<std::pair<std::string, std::string>> headers_;
+  std::shared_ptr<http_source_stats> stats_;
+  net::io_context ioc_;
+  net::executor_work_guard<net::io_context::executor_type> work_;
+  tcp::resolver resolver_;
+  std::thread thread_;
+  std::deque<std::unique_ptr<beast::tcp_stream>> idle_;
+  std::unordered_map<uint64_t, exchange_ptr> active_;
+};
+
+// -- the source actor
+// ----------------------------------------------------------
+
+using http_done_atom = caf::atom_constant<caf::atom("httpdone")>;
+
+struct pending {
+  caf::response_promise promise;
+  caf::actor_addr requester;
+};
+
+struct http_source_state {
+  std::shared_ptr<client_engine> engine;
+  std::shared_ptr<http_source_stats> stats;
+  uint64_t next_id = 1;
+  std::unordered_map<uint64_t, pending> pending_attempts;
+
+  static inline const char* name = "sluice.http_source";
+};
+
+using http_actor = caf::stateful_actor<http_source_state>;
+
+caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
+                                std::shared_ptr<http_source_stats> stats) {
+  self->state.stats = stats;
+  self->state.engine = std::make_shared<client_engine>(cfg, stats);
+  // A requester that terminated cancelled its attempts: close them upstream.
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    for (auto i = st.pending_attempts.begin();
+         i != st.pending_attempts.end();) {
+      if (i->second.requester == dm.source) {
+        st.engine->cancel(i->first);
+        --st.stats->in_flight;
+        i = st.pending_attempts.erase(i);
+      } else {
+        ++i;
+      }
+    }
+  });
+  return {
+      [self](attempt_atom,
+             const call_request& req) -> caf::result<source_reply> {
+        auto& st = self->state;
+        ++st.stats->attempts;
+        ++st.stats->in_flight;
+        auto id = st.next_id++;
+        auto requester =
+            caf::actor_cast<caf::actor_addr>(self->current_sender());
+        st.pending_attempts.emplace(
+            id, pending{self->make_response_promise(), requester});
+        if (requester)
+          self->monitor(requester);
+        auto me = caf::actor_cast<caf::actor>(self);
+        st.engine->start(id, req.route, req.payload, [me, id](source_reply r) {
+          // On the I/O thread: hand the answer to the actor.
+          caf::anon_send(me, http_done_atom::value, id, std::move(r));
+        });
+        return caf::delegated<source_reply>{};
+      },
+      [self](http_done_atom, uint64_t id, source_reply& r) {
+        auto& st = self->state;
+        auto i = st.pending_attempts.find(id);
+        if (i == st.pending_attempts.end())
+          return; // cancelled meanwhile
+        --st.stats->in_flight;
+        auto p = std::move(i->second);
+        st.pending_attempts.erase(i);
+        if (p.requester)
+          self->demonitor(p.requester);
+        p.promise.deliver(std::move(r));
+      },
+  };
+}
+
+} // namespace
+
+http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg) {
+  validate(cfg);
+  auto stats = std::make_shared<http_source_stats>();
+  auto a = sys.spawn(http_source_actor, std::move(cfg), stats);
+  return {caf::actor_cast<source_actor>(a), std::move(stats)};
+}
+
+} // namespace sluice

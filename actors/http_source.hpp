@@ -1,0 +1,60 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "messages/source.hpp"
+
+namespace sluice {
+
+/// An upstream reached over HTTP/1.1.
+struct http_source_config {
+  /// Where calls go: `http://HOST:PORT[/PREFIX]`. A call on route `/v1/x` is
+  /// sent as `POST PREFIX/v1/x` with the call's payload as JSON body.
+  std::string base_url;
+  /// Extra request headers. A value `env:NAME` is read from the environment
+  /// variable NAME when the source starts (for secrets such as
+  /// `Authorization`); header values are never logged.
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// Longest wait for the TCP connection.
+  duration connect_timeout = std::chrono::seconds{5};
+  /// Longest wait for the whole answer once sent (the governor's attempt
+  /// timeout bounds it too).
+  duration response_timeout = std::chrono::seconds{300};
+  /// Idle keep-alive connections kept for reuse.
+  size_t max_idle_connections = 16;
+};
+
+/// Throws `std::invalid_argument` naming the field of a nonsense setting
+/// (including an `env:` header whose variable is not set).
+void validate(const http_source_config& cfg);
+
+/// What an HTTP source has done; readable from any thread.
+struct http_source_stats {
+  std::atomic<uint64_t> attempts{0};
+  std::atomic<uint64_t> connections_opened{0};
+  std::atomic<uint64_t> connections_reused{0};
+  std::atomic<uint64_t> cancelled{0};
+  std::atomic<int64_t> in_flight{0};
+};
+
+struct http_source {
+  source_actor actor;
+  std::shared_ptr<const http_source_stats> stats;
+};
+
+/// Spawns an HTTP source: a Beast async client with a keep-alive pool on its
+/// own I/O thread. Classifies answers (2xx ok, 429 rate limited, 408/5xx and
+/// connection errors transient, timeouts timeout, other 4xx permanent) and
+/// reads Retry-After (seconds or HTTP-date). When the requester of an
+/// attempt terminates (the call was cancelled or timed out), the upstream
+/// request is closed at once.
+http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg);
+
+} // namespace sluice
