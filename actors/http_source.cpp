@@ -86,7 +86,11 @@ namespace {
 
 // The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
 // Everything below runs on that one thread.
-class client_engine : public std::enable_shared_from_this<client_engine> {
+//
+// Owned by its source actor alone: the actor's state destroys it on a CAF
+// thread, which stops and joins the I/O thread first, so no handler ever runs
+// after (and never on) the destruction. Handlers therefore capture `this`.
+class client_engine {
 public:
   using done_fn = std::function<void(source_reply)>;
 
@@ -111,7 +115,7 @@ public:
 
   void start(uint64_t id, const std::string& route, std::string body,
              done_fn done) {
-    net::post(ioc_, [self = shared_from_this(), id, route,
+    net::post(ioc_, [self = this, id, route,
                      body = std::move(body), done = std::move(done)]() mutable {
       self->begin(id, route, std::move(body), std::move(done));
     });
@@ -119,7 +123,7 @@ public:
 
   /// The requester is gone: close its upstream request now.
   void cancel(uint64_t id) {
-    net::post(ioc_, [self = shared_from_this(), id] {
+    net::post(ioc_, [self = this, id] {
       auto i = self->active_.find(id);
       if (i == self->active_.end())
         return;
@@ -175,7 +179,7 @@ private:
     // Resolve, then connect, each under the connect timeout.
     resolver_.async_resolve(
         url_.host, url_.port,
-        [self = shared_from_this(), ex](beast::error_code ec,
+        [self = this, ex](beast::error_code ec,
                                         tcp::resolver::results_type results) {
           if (ec)
             return self->fail(ex, policy::outcome_kind::transient);
@@ -195,7 +199,7 @@ private:
     // Write the request, then read the whole answer.
     http::async_write(
         *ex->stream, ex->req,
-        [self = shared_from_this(), ex](beast::error_code ec, std::size_t) {
+        [self = this, ex](beast::error_code ec, std::size_t) {
           if (ec)
             return self->retry_or_fail(ex, ec);
           http::async_read(*ex->stream, ex->buffer, ex->res,
@@ -274,7 +278,7 @@ struct pending {
 };
 
 struct http_source_state {
-  std::shared_ptr<client_engine> engine;
+  std::unique_ptr<client_engine> engine;
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, pending> pending_attempts;
@@ -287,7 +291,7 @@ using http_actor = caf::stateful_actor<http_source_state>;
 caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
                                 std::shared_ptr<http_source_stats> stats) {
   self->state.stats = stats;
-  self->state.engine = std::make_shared<client_engine>(cfg, stats);
+  self->state.engine = std::make_unique<client_engine>(cfg, stats);
   // A requester that terminated cancelled its attempts: close them upstream.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;

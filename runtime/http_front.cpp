@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -149,6 +150,22 @@ struct http_front::impl {
   node_metrics metrics;
   std::atomic<uint64_t> next_connection{1};
   std::atomic<bool> accepting{true};
+
+  // -- results coming back from actor threads ---------------------------------
+
+  /// Call results arrive on actor threads and are posted to the connection's
+  /// strand. Once the I/O threads are stopped, nothing may be posted any
+  /// more: the gate closes first, under its lock.
+  struct post_gate {
+    std::mutex mx;
+    bool open = true;
+  };
+  std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
+
+  /// Connections with a call in flight, kept alive until its result is
+  /// handled; cleared (while the io_context still exists) at shutdown.
+  std::mutex pending_mx;
+  std::set<std::shared_ptr<void>> pending_connections;
 
   // -- GET /events subscribers ------------------------------------------------
 
@@ -343,18 +360,29 @@ private:
     auto self = shared_from_this();
     auto exec = stream_.get_executor();
     try {
+      {
+        std::lock_guard<std::mutex> guard{front_.pending_mx};
+        front_.pending_connections.insert(self);
+      }
+      std::weak_ptr<connection> weak = self;
       call_ = front_.rt.call(
           call_request{path, request_.body()},
-          [self, exec, keep, version](call_result r) {
-            // On an actor thread: hand the result to the connection's strand.
-            net::post(exec, [self, r = std::move(r), keep, version]() mutable {
-              self->on_result(std::move(r), keep, version);
+          [gate = front_.gate, weak, exec, keep, version](call_result r) {
+            // On an actor thread: hand the result to the connection's strand,
+            // unless the front has stopped its I/O.
+            std::lock_guard<std::mutex> guard{gate->mx};
+            if (!gate->open)
+              return;
+            net::post(exec, [weak, r = std::move(r), keep, version]() mutable {
+              if (auto c = weak.lock())
+                c->on_result(std::move(r), keep, version);
             });
           },
           opts);
     } catch (const std::exception& e) {
       --front_.in_flight;
       pending_ = false;
+      forget_pending();
       return write(error_response(errc::bad_request, e.what(), keep, version));
     }
     watch_client();
@@ -378,9 +406,16 @@ private:
         });
   }
 
+  // The call is over: the front no longer keeps this connection alive.
+  void forget_pending() {
+    std::lock_guard<std::mutex> guard{front_.pending_mx};
+    front_.pending_connections.erase(shared_from_this());
+  }
+
   void on_result(call_result r, bool keep, unsigned version) {
     pending_ = false;
     --front_.in_flight;
+    forget_pending();
     beast::error_code ignored;
     stream_.socket().cancel(ignored); // stop watching for a disconnect
     if (r.status != call_status::ok && r.status != call_status::cancelled) {
@@ -613,10 +648,20 @@ size_t http_front::shutdown(duration grace) {
     self->send_exit(impl_->event_relay, caf::exit_reason::user_shutdown);
     self->receive([](const caf::down_msg&) {});
   }
+  {
+    // Results still on their way are dropped from here on.
+    std::lock_guard<std::mutex> guard{impl_->gate->mx};
+    impl_->gate->open = false;
+  }
   impl_->ioc.stop();
   for (auto& t : impl_->threads)
     t.join();
   impl_->threads.clear();
+  {
+    // Cut-off calls: their connections go now, while the io_context exists.
+    std::lock_guard<std::mutex> guard{impl_->pending_mx};
+    impl_->pending_connections.clear();
+  }
   return left;
 }
 

@@ -85,7 +85,6 @@ struct fixture {
   fixture() {
     add_error_category(caf_cfg);
     sys = std::make_unique<caf::actor_system>(caf_cfg);
-    sys->await_actors_before_shutdown(false);
     runtime_config cfg;
     cfg.admission.session_cap = 1;
     cfg.admission.wait_timeout = 200ms;
