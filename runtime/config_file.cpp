@@ -52,39 +52,19 @@ public:
   }
 
   std::optional<int64_t> integer(std::string_view key) {
-    auto n = get(key);
-    if (n == nullptr)
-      return std::nullopt;
-    if (!n->is_integer())
-      fail(key, "must be an integer", n);
-    return n->value<int64_t>();
+    return typed<int64_t>(key, &toml::node::is_integer, "must be an integer");
   }
 
   std::optional<double> number(std::string_view key) {
-    auto n = get(key);
-    if (n == nullptr)
-      return std::nullopt;
-    if (!n->is_number())
-      fail(key, "must be a number", n);
-    return n->value<double>();
+    return typed<double>(key, &toml::node::is_number, "must be a number");
   }
 
   std::optional<bool> boolean(std::string_view key) {
-    auto n = get(key);
-    if (n == nullptr)
-      return std::nullopt;
-    if (!n->is_boolean())
-      fail(key, "must be true or false", n);
-    return n->value<bool>();
+    return typed<bool>(key, &toml::node::is_boolean, "must be true or false");
   }
 
   std::optional<std::string> string(std::string_view key) {
-    auto n = get(key);
-    if (n == nullptr)
-      return std::nullopt;
-    if (!n->is_string())
-      fail(key, "must be a string", n);
-    return n->value<std::string>();
+    return typed<std::string>(key, &toml::node::is_string, "must be a string");
   }
 
   /// A duration given as a number of `unit`s (key ends in _s or _ms).
@@ -157,6 +137,19 @@ public:
   }
 
 private:
+  // Reads `key` as a T if present; refuses a value of another type.
+  template <class T>
+  std::optional<T> typed(std::string_view key,
+                         bool (toml::node::*is_type)() const noexcept,
+                         const char* expected) {
+    auto n = get(key);
+    if (n == nullptr)
+      return std::nullopt;
+    if (!(n->*is_type)())
+      fail(key, expected, n);
+    return n->value<T>();
+  }
+
   const toml::table& table_;
   std::string prefix_;
   std::set<std::string> known_;
