@@ -447,20 +447,26 @@ private:
     auto sr =
         std::make_shared<http::response_serializer<http::empty_body>>(*res);
     stream_.expires_never();
+    // Subscribe before the header goes out, so a client that has seen the
+    // header misses nothing published after it; events queue meanwhile.
+    {
+      std::weak_ptr<connection> weak = shared_from_this();
+      std::lock_guard<std::mutex> guard{front_.events_mx};
+      front_.event_subscribers.push_back(
+          {std::weak_ptr<void>{weak}, [weak](std::string frame) {
+             if (auto c = weak.lock())
+               c->push_event(std::move(frame));
+           }});
+    }
+    writing_event_ = true;
     // Send the header, then events as they come, until the client leaves.
     http::async_write_header(
         stream_, *sr,
         [self = shared_from_this(), res, sr](beast::error_code ec,
                                              std::size_t) {
           if (ec)
-            return self->close();
-          std::weak_ptr<connection> weak = self;
-          std::lock_guard<std::mutex> guard{self->front_.events_mx};
-          self->front_.event_subscribers.push_back(
-              {std::weak_ptr<void>{self}, [weak](std::string frame) {
-                 if (auto c = weak.lock())
-                   c->push_event(std::move(frame));
-               }});
+            return self->close_events();
+          self->send_next_event();
           self->watch_event_client();
         });
   }
