@@ -60,6 +60,8 @@ struct running_attempt {
   breaker_verdict verdict;
   time_point started{};
   caf::actor runner;
+  /// Tags this attempt's stream chunks (streamed calls).
+  uint64_t tag = 0;
 };
 
 // What a backoff or poll timer does when it fires.
@@ -86,6 +88,12 @@ struct governor_state {
   std::optional<time_point> soonest_retry;
   /// Earliest instant a source out of quota has a token again (last round).
   std::optional<time_point> next_token;
+  /// Who made the call: receives the stream chunks of a streamed call.
+  caf::actor caller;
+  /// Tag of the latest attempt; chunks of earlier attempts are dropped.
+  uint64_t stream_tag = 0;
+  /// A chunk went to the caller: no retry or failover from here on.
+  bool committed = false;
 
   static inline const char* name = "sluice.governor";
 
@@ -244,6 +252,24 @@ void on_outcome(governor_actor* self, source_reply reply) {
   self->send(src.breaker.actor, record_atom_v, out);
   st.attempts.push_back(
       {src.name, reply.kind, reply.status, now - cur.started});
+  if (st.committed) {
+    // Bytes went to the caller: whatever happened, this attempt is the
+    // answer. A failure now cannot be retried; the caller ends its stream
+    // with an error.
+    call_result r;
+    r.source = src.name;
+    r.streamed = true;
+    r.upstream_status = reply.status;
+    if (reply.kind == outcome_kind::ok) {
+      self->send(st.route().backend, progress_atom_v, st.route().scope);
+    } else {
+      r.status = call_status::upstream_error;
+      r.reason = "stream_interrupted";
+      r.body = std::move(reply.body);
+    }
+    finish(self, std::move(r));
+    return;
+  }
   switch (reply.kind) {
   case outcome_kind::ok: {
     // Telemetry: never changes the verdict, never fails the call.
@@ -289,31 +315,56 @@ void on_outcome(governor_actor* self, source_reply reply) {
                 : after_sleep::next_round);
 }
 
+bool is_current(governor_state& st, const caf::actor& runner) {
+  return st.current && st.current->runner == runner;
+}
+
+// The attempt ends without the source's answer (timed out, or its runner
+// failed): stop it -- the source sees its requester terminate.
+void abandon_attempt(governor_actor* self, outcome_kind kind) {
+  auto runner = self->state.current->runner;
+  self->unlink_from(runner);
+  self->send_exit(runner, caf::exit_reason::kill);
+  source_reply r;
+  r.kind = kind;
+  on_outcome(self, std::move(r));
+}
+
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
                    const breaker_verdict& verdict) {
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
+  auto request = st.cfg.request;
+  auto tag = uint64_t{0};
+  if (request.stream) {
+    // The source streams to us; we pass the current attempt's bytes on.
+    tag = ++st.stream_tag;
+    request.stream_to = caf::actor_cast<caf::actor>(self);
+    request.stream_tag = tag;
+  }
   auto runner =
-      self->spawn<caf::linked>(attempt_runner, src.actor, st.cfg.request);
+      self->spawn<caf::linked>(attempt_runner, src.actor, std::move(request));
   auto now = self->clock().now();
   st.clock->begin_attempt(now);
-  st.current = running_attempt{idx, permit, verdict, now, runner};
-  // A source answers once, so its first byte is its answer: the time to
-  // first byte bounds the whole attempt when it is the shorter limit.
+  st.current = running_attempt{idx, permit, verdict, now, runner, tag};
   auto limit = st.policy().attempt_timeout;
-  if (st.policy().ttft_timeout)
-    limit = std::min(limit, *st.policy().ttft_timeout);
+  if (auto ttft = st.policy().ttft_timeout) {
+    if (tag != 0) // streamed: the first chunk must come within the TTFT
+      self->delayed_send(self, *ttft, first_byte_atom_v, tag);
+    else // unary: the first byte is the whole answer
+      limit = std::min(limit, *ttft);
+  }
   self->request(runner, limit, run_atom_v)
-      .then([self](source_reply& reply) { on_outcome(self, std::move(reply)); },
-            [self, runner](caf::error& err) {
-              // Stop the attempt: the source sees its requester terminate.
-              self->unlink_from(runner);
-              self->send_exit(runner, caf::exit_reason::kill);
-              source_reply r;
-              r.kind = is_timeout(err) ? outcome_kind::timeout
-                                       : outcome_kind::transient;
-              on_outcome(self, std::move(r));
-            });
+      .then(
+          [self, runner](source_reply& reply) {
+            if (is_current(self->state, runner))
+              on_outcome(self, std::move(reply));
+          },
+          [self, runner](caf::error& err) {
+            if (is_current(self->state, runner))
+              abandon_attempt(self, is_timeout(err) ? outcome_kind::timeout
+                                                    : outcome_kind::transient);
+          });
 }
 
 // -- selection ----------------------------------------------------------------
@@ -409,6 +460,7 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         if (st.started)
           return caf::sec::invalid_argument; // one call per governor
         st.started = true;
+        st.caller = caf::actor_cast<caf::actor>(self->current_sender());
         st.promise = self->make_response_promise<call_result>();
         st.clock.emplace(self->clock().now());
         admit(self, st.cfg.admission, st.cfg.wait_timeout,
@@ -442,6 +494,19 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
           wake_early(self);
       },
       [self](freed_atom, const std::string&) { wake_early(self); },
+      [self](stream_chunk_atom, uint64_t tag, std::string& bytes) {
+        auto& st = self->state;
+        if (!st.current || st.current->tag != tag || bytes.empty())
+          return; // from an attempt that is over
+        st.committed = true;
+        if (st.caller)
+          self->send(st.caller, stream_chunk_atom_v, std::move(bytes));
+      },
+      [self](first_byte_atom, uint64_t tag) {
+        auto& st = self->state;
+        if (st.current && st.current->tag == tag && !st.committed)
+          abandon_attempt(self, outcome_kind::timeout);
+      },
       [self](status_atom) {
         auto& st = self->state;
         auto now = self->clock().now();

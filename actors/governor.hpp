@@ -54,6 +54,12 @@ struct governor_config {
 /// success, fail fast (permanent), back off and retry, wait for a source, or
 /// a verdict (`retry_exhausted`, `stalled`).
 ///
+/// Streamed calls (`request.stream`): each attempt asks its source to stream
+/// to the governor, which passes the current attempt's bytes on to the
+/// caller as `(stream_chunk_atom, std::string)`, all before the result.
+/// Retries and failover stop with the first byte passed on; the policy's
+/// `ttft_timeout` bounds the wait for it, `attempt_timeout` the whole stream.
+///
 /// **Cancellation is termination**: kill the governor and its admission
 /// permits, source permit, probe lease and in-flight attempt all come back
 /// (each owner observes it; the attempt's runner is linked to it). Its

@@ -78,11 +78,18 @@ void validate(const http_source_config& cfg) {
                                   " is not set");
   if (cfg.connect_timeout <= duration::zero())
     throw std::invalid_argument("connect_timeout: must be positive");
+  if (cfg.first_byte_timeout <= duration::zero())
+    throw std::invalid_argument("first_byte_timeout: must be positive");
+  if (cfg.idle_timeout <= duration::zero())
+    throw std::invalid_argument("idle_timeout: must be positive");
   if (cfg.response_timeout <= duration::zero())
     throw std::invalid_argument("response_timeout: must be positive");
 }
 
 namespace {
+
+/// Largest unary answer held in memory; a streamed one has no limit.
+constexpr uint64_t max_unary_body = 64 * 1024 * 1024;
 
 // The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
 // Everything below runs on that one thread.
@@ -113,11 +120,10 @@ public:
       thread_.join();
   }
 
-  void start(uint64_t id, const std::string& route, std::string body,
-             done_fn done) {
-    net::post(ioc_, [self = this, id, route,
-                     body = std::move(body), done = std::move(done)]() mutable {
-      self->begin(id, route, std::move(body), std::move(done));
+  void start(uint64_t id, call_request req, done_fn done) {
+    net::post(ioc_, [self = this, id, req = std::move(req),
+                     done = std::move(done)]() mutable {
+      self->begin(id, std::move(req), std::move(done));
     });
   }
 
@@ -137,22 +143,38 @@ public:
   }
 
 private:
+  using clock_type = std::chrono::steady_clock;
+  using parser_type = http::response_parser<http::string_body>;
+
   struct exchange {
     uint64_t id;
     std::unique_ptr<beast::tcp_stream> stream;
     bool reused = false;
     http::request<http::string_body> req;
-    http::response<http::string_body> res;
+    std::optional<parser_type> parser;
     beast::flat_buffer buffer;
     done_fn done;
+    /// Where a streamed call's bytes go (unset: a unary call).
+    caf::actor stream_to;
+    uint64_t tag = 0;
+    /// This answer is passed on as it arrives (streamed call, 2xx).
+    bool streaming = false;
+    /// The response header arrived (no more retries on a fresh connection).
+    bool got_header = false;
+    /// Body bytes seen so far.
+    size_t body_bytes = 0;
+    clock_type::time_point sent{};
   };
   using exchange_ptr = std::shared_ptr<exchange>;
 
-  void begin(uint64_t id, const std::string& route, std::string body,
-             done_fn done) {
+  void begin(uint64_t id, call_request call, done_fn done) {
     auto ex = std::make_shared<exchange>();
     ex->id = id;
     ex->done = std::move(done);
+    ex->stream_to = std::move(call.stream_to);
+    ex->tag = call.stream_tag;
+    const auto& route = call.route;
+    auto& body = call.payload;
     ex->req = {http::verb::post, url_.prefix + route, 11};
     ex->req.set(http::field::host, url_.host);
     ex->req.set(http::field::content_type, "application/json");
@@ -194,20 +216,70 @@ private:
         });
   }
 
+  // The next read's deadline: the first body byte within
+  // `first_byte_timeout` of sending, later ones within `idle_timeout` of the
+  // last, and everything within `response_timeout`.
+  void arm(const exchange_ptr& ex) {
+    auto now = clock_type::now();
+    auto until = ex->sent + cfg_.response_timeout;
+    auto next = ex->body_bytes == 0 ? ex->sent + cfg_.first_byte_timeout
+                                    : now + cfg_.idle_timeout;
+    ex->stream->expires_after(std::min(until, next) - now);
+  }
+
   void send(const exchange_ptr& ex) {
-    ex->stream->expires_after(cfg_.response_timeout);
-    // Write the request, then read the whole answer.
+    ex->sent = clock_type::now();
+    ex->stream->expires_after(cfg_.first_byte_timeout);
+    ex->parser.emplace();
+    // A streamed answer may run long; a unary one is held in memory.
+    if (ex->stream_to)
+      ex->parser->body_limit(boost::none);
+    else
+      ex->parser->body_limit(max_unary_body);
+    // Write the request, then read the header, then the body as it comes.
     http::async_write(
         *ex->stream, ex->req,
         [self = this, ex](beast::error_code ec, std::size_t) {
           if (ec)
             return self->retry_or_fail(ex, ec);
-          http::async_read(*ex->stream, ex->buffer, ex->res,
-                           [self, ex](beast::error_code ec, std::size_t) {
-                             if (ec)
-                               return self->retry_or_fail(ex, ec);
-                             self->finish(ex);
-                           });
+          self->arm(ex);
+          http::async_read_header(
+              *ex->stream, ex->buffer, *ex->parser,
+              [self, ex](beast::error_code ec, std::size_t) {
+                if (ec)
+                  return self->retry_or_fail(ex, ec);
+                ex->got_header = true;
+                auto status = ex->parser->get().result_int();
+                ex->streaming = ex->stream_to && status >= 200 && status < 300;
+                self->read_body(ex);
+              });
+        });
+  }
+
+  void read_body(const exchange_ptr& ex) {
+    if (!ex->done)
+      return; // cancelled
+    if (ex->parser->is_done())
+      return finish(ex);
+    arm(ex);
+    http::async_read_some(
+        *ex->stream, ex->buffer, *ex->parser,
+        [self = this, ex](beast::error_code ec, std::size_t) {
+          auto& body = ex->parser->get().body();
+          if (ex->streaming) {
+            // Pass the bytes on now; the governor relays them.
+            if (!body.empty() && ex->done) {
+              ex->body_bytes += body.size();
+              caf::anon_send(ex->stream_to, stream_chunk_atom_v, ex->tag,
+                             std::move(body));
+            }
+            body.clear();
+          } else {
+            ex->body_bytes = body.size();
+          }
+          if (ec)
+            return self->retry_or_fail(ex, ec);
+          self->read_body(ex);
         });
   }
 
@@ -216,9 +288,8 @@ private:
   void retry_or_fail(const exchange_ptr& ex, beast::error_code ec) {
     if (!ex->done)
       return; // cancelled
-    if (ex->reused && ec != beast::error::timeout) {
+    if (ex->reused && !ex->got_header && ec != beast::error::timeout) {
       ex->buffer.clear();
-      ex->res = {};
       return connect_or_reuse(ex);
     }
     fail(ex, ec == beast::error::timeout ? policy::outcome_kind::timeout
@@ -231,7 +302,16 @@ private:
     active_.erase(ex->id);
     source_reply r;
     r.kind = kind;
-    r.body = R"({"error":"upstream unreachable or silent"})";
+    if (ex->got_header) {
+      r.status = static_cast<int>(ex->parser->get().result_int());
+      r.body = kind == policy::outcome_kind::timeout
+                   ? R"({"error":"upstream went silent in its answer"})"
+                   : R"({"error":"upstream closed its answer early"})";
+    } else {
+      r.body = kind == policy::outcome_kind::timeout
+                   ? R"({"error":"upstream did not answer in time"})"
+                   : R"({"error":"upstream unreachable"})";
+    }
     auto done = std::move(ex->done);
     done(std::move(r));
   }
@@ -240,16 +320,17 @@ private:
     if (!ex->done)
       return;
     active_.erase(ex->id);
+    auto& res = ex->parser->get();
     source_reply r;
-    r.status = static_cast<int>(ex->res.result_int());
+    r.status = static_cast<int>(res.result_int());
     r.kind = policy::classify_http_status(r.status);
-    auto ra = ex->res.find(http::field::retry_after);
-    if (ra != ex->res.end())
+    auto ra = res.find(http::field::retry_after);
+    if (ra != res.end())
       r.retry_after = policy::parse_retry_after(
           std::string_view{ra->value().data(), ra->value().size()},
           std::chrono::system_clock::now());
-    r.body = std::move(ex->res.body());
-    if (ex->res.keep_alive() && idle_.size() < cfg_.max_idle_connections)
+    r.body = std::move(res.body()); // empty when it was streamed
+    if (res.keep_alive() && idle_.size() < cfg_.max_idle_connections)
       idle_.push_back(std::move(ex->stream));
     auto done = std::move(ex->done);
     done(std::move(r));
@@ -320,7 +401,7 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
         if (requester)
           self->monitor(requester);
         auto me = caf::actor_cast<caf::actor>(self);
-        st.engine->start(id, req.route, req.payload, [me, id](source_reply r) {
+        st.engine->start(id, req, [me, id](source_reply r) {
           // On the I/O thread: hand the answer to the actor.
           caf::anon_send(me, http_done_atom::value, id, std::move(r));
         });

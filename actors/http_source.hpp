@@ -24,6 +24,13 @@ struct http_source_config {
   std::vector<std::pair<std::string, std::string>> headers;
   /// Longest wait for the TCP connection.
   duration connect_timeout = std::chrono::seconds{5};
+  /// Longest wait, from sending the request, for the first byte of the
+  /// answer's body (time to first token of a streamed answer; the whole
+  /// answer, in practice, of a unary one).
+  duration first_byte_timeout = std::chrono::seconds{120};
+  /// Longest silence between two pieces of the body once it has begun (a
+  /// stalled stream).
+  duration idle_timeout = std::chrono::seconds{60};
   /// Longest wait for the whole answer once sent (the governor's attempt
   /// timeout bounds it too).
   duration response_timeout = std::chrono::seconds{300};
@@ -52,7 +59,9 @@ struct http_source {
 /// Spawns an HTTP source: a Beast async client with a keep-alive pool on its
 /// own I/O thread. Classifies answers (2xx ok, 429 rate limited, 408/5xx and
 /// connection errors transient, timeouts timeout, other 4xx permanent) and
-/// reads Retry-After (seconds or HTTP-date). When the requester of an
+/// reads Retry-After (seconds or HTTP-date). A streamed call's 2xx answer
+/// is passed on to `stream_to` as its bytes arrive; an error answer is read
+/// whole, so it can still be retried elsewhere. When the requester of an
 /// attempt terminates (the call was cancelled or timed out), the upstream
 /// request is closed at once.
 http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg);

@@ -42,12 +42,29 @@ void validate(const sim_config& cfg) {
 namespace {
 
 using sim_reply_atom = caf::atom_constant<caf::atom("simreply")>;
+using sim_chunk_atom = caf::atom_constant<caf::atom("simchunk")>;
+
+/// A streamed success comes as this many content chunks, spread over the
+/// latency, then `data: [DONE]` with the reply.
+constexpr int stream_chunks = 3;
 
 struct pending_attempt {
   caf::response_promise promise;
   caf::actor_addr requester;
   source_reply reply;
+  /// Streamed attempts: where the chunks go, and their tag.
+  caf::actor stream_to;
+  uint64_t tag = 0;
 };
+
+// One OpenAI-style server-sent event of a streamed chat completion.
+std::string chunk_event(uint64_t id, int k) {
+  return "data: {\"id\":\"sim-" + std::to_string(id) +
+         "\",\"object\":\"chat.completion.chunk\",\"created\":0,"
+         "\"model\":\"simulated\",\"choices\":[{\"index\":0,\"delta\":{"
+         "\"content\":\"simulated chunk " +
+         std::to_string(k) + " \"},\"finish_reason\":null}]}\n\n";
+}
 
 struct sim_state {
   sim_config cfg;
@@ -135,7 +152,8 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
     }
   });
   return {
-      [self](attempt_atom, const call_request&) -> caf::result<source_reply> {
+      [self](attempt_atom,
+             const call_request& req) -> caf::result<source_reply> {
         auto& st = self->state;
         ++st.stats->attempts;
         ++st.stats->in_flight;
@@ -150,13 +168,30 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
-        st.pending.emplace(id, pending_attempt{promise, requester,
-                                               reply.value_or(source_reply{})});
+        pending_attempt pa{promise, requester, reply.value_or(source_reply{}),
+                           caf::actor{}, 0};
+        // A streamed success: chunks spread over the latency, like tokens.
+        if (reply && reply->kind == policy::outcome_kind::ok &&
+            req.stream_to) {
+          pa.stream_to = req.stream_to;
+          pa.tag = req.stream_tag;
+          pa.reply.body.clear();
+          for (int k = 0; k < stream_chunks; ++k)
+            self->delayed_send(self, latency * (k + 1) / (stream_chunks + 1),
+                               sim_chunk_atom::value, id, k);
+        }
+        st.pending.emplace(id, std::move(pa));
         if (requester)
           self->monitor(requester);
         if (reply)
           self->delayed_send(self, latency, sim_reply_atom::value, id);
         return caf::delegated<source_reply>{};
+      },
+      [self](sim_chunk_atom, uint64_t id, int k) {
+        auto i = self->state.pending.find(id);
+        if (i != self->state.pending.end()) // else cancelled meanwhile
+          self->send(i->second.stream_to, stream_chunk_atom_v, i->second.tag,
+                     chunk_event(id, k));
       },
       [self](sim_reply_atom, uint64_t id) {
         auto& st = self->state;
@@ -168,6 +203,9 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
         st.pending.erase(i);
         if (p.requester)
           self->demonitor(p.requester);
+        if (p.stream_to)
+          self->send(p.stream_to, stream_chunk_atom_v, p.tag,
+                     std::string{"data: [DONE]\n\n"});
         p.promise.deliver(std::move(p.reply));
       },
   };

@@ -88,6 +88,15 @@ CAF_ADD_ATOM(sluice, sluice, freed_atom, "freed")
 CAF_ADD_ATOM(sluice, sluice, progress_atom, "progress")
 CAF_ADD_ATOM(sluice, sluice, progress_age_atom, "progage")
 
+/// Streamed answers. `(stream_chunk_atom, uint64_t tag, std::string)`: bytes
+/// of an attempt, from a source to its governor; `(stream_chunk_atom,
+/// std::string)`: bytes of the answer, from a governor to its caller.
+CAF_ADD_ATOM(sluice, sluice, stream_chunk_atom, "chunk")
+
+/// `(first_byte_atom, uint64_t tag)`: a streamed attempt's time-to-first-byte
+/// timer.
+CAF_ADD_ATOM(sluice, sluice, first_byte_atom, "ttft")
+
 CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))
 CAF_ADD_TYPE_ID(sluice, (sluice::call_request))
 CAF_ADD_TYPE_ID(sluice, (sluice::source_reply))

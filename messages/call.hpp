@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/actor.hpp>
+
 #include "messages/admission.hpp"
 #include "runtime/policy/outcome.hpp"
 #include "runtime/policy/time.hpp"
@@ -17,6 +19,16 @@ struct call_request {
   /// The route it was made on (selects sources and the call policy).
   std::string route;
   std::string payload;
+  /// The caller wants the answer streamed as it arrives (an OpenAI
+  /// `"stream": true` request): the governor sends `(stream_chunk_atom,
+  /// std::string)` to its caller for each piece, before the `call_result`.
+  bool stream = false;
+  /// Set by the governor on each attempt of a streamed call: a source that
+  /// can stream sends `(stream_chunk_atom, stream_tag, std::string bytes)` to
+  /// `stream_to` as bytes arrive, then replies (with an empty body). Sources
+  /// that cannot stream ignore both and reply with the whole body.
+  caf::actor stream_to{};
+  uint64_t stream_tag = 0;
 };
 
 /// A source's answer to one attempt.
@@ -64,13 +76,18 @@ struct call_result {
   /// The answer (ok) or the upstream's error body (upstream_error).
   std::string body;
   int upstream_status = 0;
-  /// For all_sources_exhausted: "stalled" or "retry_exhausted".
+  /// For all_sources_exhausted: "stalled" or "retry_exhausted"; for an
+  /// upstream_error of a streamed call: "stream_interrupted".
   std::string reason;
   /// When it is worth trying again (all_sources_exhausted, tool_busy).
   double retry_after_s = 0;
   std::optional<tier_kind> busy_tier;
   /// Every attempt made, in order.
   std::vector<attempt_record> attempts;
+  /// The answer went to the caller as stream chunks (`body` is empty). Once
+  /// a chunk went out, there is no retry or failover: a failure after it
+  /// ends the call as `upstream_error` with reason "stream_interrupted".
+  bool streamed = false;
 
   bool ok() const noexcept { return status == call_status::ok; }
 };

@@ -24,6 +24,12 @@ namespace sluice {
 ///   requester (`self->current_sender()`) and abandon the attempt on its
 ///   `down_msg`. The built-in sources do.
 /// - Replying after the requester is gone is harmless (the reply is dropped).
+/// - **Streaming** (optional): when `call_request::stream_to` is set, a source
+///   that can stream sends `(stream_chunk_atom, request.stream_tag,
+///   std::string bytes)` to it as the answer arrives, then replies with an
+///   empty body. Send chunks only for an answer that succeeds so far (a 2xx):
+///   the first chunk commits the call to this attempt -- no retry or failover
+///   after it. A source that cannot stream just replies with the whole body.
 using source_actor = caf::typed_actor<
     caf::replies_to<attempt_atom, call_request>::with<source_reply>>;
 

@@ -375,6 +375,10 @@ source_decl read_source(const std::string& name, const toml::table& t) {
     }
     if (auto x = r.span("connect_timeout_s", 1.0))
       d.http.connect_timeout = *x;
+    if (auto x = r.span("first_byte_timeout_s", 1.0))
+      d.http.first_byte_timeout = *x;
+    if (auto x = r.span("idle_timeout_s", 1.0))
+      d.http.idle_timeout = *x;
     if (auto x = r.span("response_timeout_s", 1.0))
       d.http.response_timeout = *x;
     if (auto x = r.count("max_idle_connections"))

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -347,6 +348,15 @@ private:
     if (body.is_discarded() || !body.is_object())
       return write(error_response(
           errc::bad_request, "the body must be a JSON object", keep, version));
+    auto stream = body.find("stream");
+    if (stream != body.end() && !stream->is_boolean() && !stream->is_null())
+      return write(error_response(errc::bad_request,
+                                  "\"stream\" must be true or false", keep,
+                                  version));
+    call_request call{path, request_.body()};
+    call.stream = stream != body.end() && stream->is_boolean() && *stream;
+    keep_ = keep;
+    version_ = version;
     call_options opts;
     auto header = request_.find("X-Session-Id");
     opts.session = header != request_.end()
@@ -365,17 +375,28 @@ private:
         front_.pending_connections.insert(self);
       }
       std::weak_ptr<connection> weak = self;
+      // On an actor thread: hand a piece of the answer, or the result, to
+      // the connection's strand, unless the front has stopped its I/O.
+      auto to_strand = [gate = front_.gate, weak, exec](auto fn) {
+        std::lock_guard<std::mutex> guard{gate->mx};
+        if (!gate->open)
+          return;
+        net::post(exec, [weak, fn = std::move(fn)]() mutable {
+          if (auto c = weak.lock())
+            fn(*c);
+        });
+      };
+      if (call.stream)
+        opts.on_chunk = [to_strand](std::string bytes) {
+          to_strand([bytes = std::move(bytes)](connection& c) mutable {
+            c.on_chunk(std::move(bytes));
+          });
+        };
       call_ = front_.rt.call(
-          call_request{path, request_.body()},
-          [gate = front_.gate, weak, exec, keep, version](call_result r) {
-            // On an actor thread: hand the result to the connection's strand,
-            // unless the front has stopped its I/O.
-            std::lock_guard<std::mutex> guard{gate->mx};
-            if (!gate->open)
-              return;
-            net::post(exec, [weak, r = std::move(r), keep, version]() mutable {
-              if (auto c = weak.lock())
-                c->on_result(std::move(r), keep, version);
+          std::move(call),
+          [to_strand](call_result r) {
+            to_strand([r = std::move(r)](connection& c) mutable {
+              c.on_result(std::move(r));
             });
           },
           opts);
@@ -394,9 +415,9 @@ private:
     stream_.expires_never();
     stream_.socket().async_wait(
         tcp::socket::wait_read,
-        [self = shared_from_this()](beast::error_code ec) {
-          if (ec || !self->pending_)
-            return;
+        [self = shared_from_this(), seq = watch_seq_](beast::error_code ec) {
+          if (ec || !self->pending_ || seq != self->watch_seq_)
+            return; // stale: that call is over
           beast::error_code ec2;
           if (self->stream_.socket().available(ec2) == 0 || ec2) {
             self->call_.cancel(); // the governor ends; permits come back
@@ -412,12 +433,16 @@ private:
     front_.pending_connections.erase(shared_from_this());
   }
 
-  void on_result(call_result r, bool keep, unsigned version) {
+  void on_result(call_result r) {
     pending_ = false;
+    ++watch_seq_; // the disconnect watch is stale now
     --front_.in_flight;
     forget_pending();
-    beast::error_code ignored;
-    stream_.socket().cancel(ignored); // stop watching for a disconnect
+    if (!streaming_) {
+      // Stop watching for a disconnect (nothing else is pending).
+      beast::error_code ignored;
+      stream_.socket().cancel(ignored);
+    }
     if (r.status != call_status::ok && r.status != call_status::cancelled) {
       json v{{"route", route_}, {"status", std::string{to_string(r.status)}}};
       if (!r.reason.empty())
@@ -430,23 +455,120 @@ private:
                           std::chrono::steady_clock::now() - started_);
     if (closed_ || r.status == call_status::cancelled)
       return close();
-    write(render(r, keep, version));
+    if (!streaming_)
+      return write(render(r, keep_, version_));
+    // The stream is under way: end it, with an error event if it broke.
+    if (!r.ok()) {
+      auto body = error_body(errc::upstream_error,
+                             "the upstream's stream broke off; the answer is "
+                             "incomplete");
+      body["error"]["reason"] = r.reason;
+      body["error"]["source"] = r.source;
+      push_frame("event: error\ndata: " + body.dump() + "\n\n");
+    }
+    push_frame("", true);
   }
 
-  // -- GET /events: a server-sent event stream --------------------------------
+  // -- streamed answers (a "stream": true call) -------------------------------
 
-  static constexpr size_t max_queued_events = 1024;
+  // A piece of the answer: the first one sends the response header. From
+  // here on the call cannot be retried; the governor knows.
+  void on_chunk(std::string bytes) {
+    if (closed_)
+      return;
+    if (!streaming_) {
+      streaming_ = true;
+      write_stream_header(keep_, version_);
+    }
+    push_frame(std::move(bytes));
+  }
 
-  void start_events(unsigned version) {
+  // -- chunked streams: GET /events and streamed answers -----------------------
+
+  static constexpr size_t max_queued_frames = 1024;
+
+  // Sends a 200 `text/event-stream` header with chunked transfer; frames
+  // pushed meanwhile wait for it.
+  void write_stream_header(bool keep, unsigned version) {
     auto res = std::make_shared<http::response<http::empty_body>>(
         http::status::ok, version);
     res->set(http::field::server, "sluice-node");
     res->set(http::field::content_type, "text/event-stream");
     res->set(http::field::cache_control, "no-cache");
-    res->keep_alive(true);
+    res->keep_alive(keep);
+    res->chunked(true);
     auto sr =
         std::make_shared<http::response_serializer<http::empty_body>>(*res);
-    stream_.expires_never();
+    stream_.expires_never(); // a stream may be quiet for long
+    writing_ = true;
+    http::async_write_header(
+        stream_, *sr,
+        [self = shared_from_this(), res, sr](beast::error_code ec,
+                                             std::size_t) {
+          if (ec)
+            return self->fail_stream();
+          self->send_next_frame();
+        });
+  }
+
+  // Queues one chunk of the stream (`last`: the terminating empty chunk).
+  void push_frame(std::string bytes, bool last = false) {
+    if (closed_)
+      return;
+    if (frames_.size() >= max_queued_frames)
+      return fail_stream(); // a client that cannot keep up is dropped
+    std::string chunk;
+    if (!bytes.empty()) {
+      char size[20];
+      std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
+      chunk = size + bytes + "\r\n";
+    }
+    if (last)
+      chunk += "0\r\n\r\n";
+    frames_.push_back({std::move(chunk), last});
+    if (!writing_)
+      send_next_frame();
+  }
+
+  void send_next_frame() {
+    if (frames_.empty()) {
+      writing_ = false;
+      return;
+    }
+    writing_ = true;
+    net::async_write(
+        stream_, net::buffer(frames_.front().bytes),
+        [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec)
+            return self->fail_stream();
+          auto last = self->frames_.front().last;
+          self->frames_.pop_front();
+          if (last)
+            return self->end_stream();
+          self->send_next_frame();
+        });
+  }
+
+  // The streamed answer is complete: the connection serves the next request.
+  void end_stream() {
+    streaming_ = false;
+    writing_ = false;
+    if (!keep_ || closed_)
+      return close();
+    do_read();
+  }
+
+  // The client is gone or too slow: a call in flight is cancelled.
+  void fail_stream() {
+    if (pending_)
+      call_.cancel(); // the governor ends; permits come back
+    closed_ = true;
+    frames_.clear();
+    beast::error_code ec;
+    stream_.socket().close(ec);
+  }
+
+  void start_events(unsigned version) {
     // Subscribe before the header goes out, so a client that has seen the
     // header misses nothing published after it; events queue meanwhile.
     {
@@ -458,44 +580,16 @@ private:
                c->push_event(std::move(frame));
            }});
     }
-    writing_event_ = true;
-    // Send the header, then events as they come, until the client leaves.
-    http::async_write_header(
-        stream_, *sr,
-        [self = shared_from_this(), res, sr](beast::error_code ec,
-                                             std::size_t) {
-          if (ec)
-            return self->close_events();
-          self->send_next_event();
-          self->watch_event_client();
-        });
+    keep_ = false; // the stream ends when the client leaves
+    write_stream_header(true, version);
+    watch_event_client();
   }
 
   void push_event(std::string frame) {
     net::post(stream_.get_executor(), [self = shared_from_this(),
                                        frame = std::move(frame)]() mutable {
-      if (self->events_.size() >= max_queued_events)
-        return self->close(); // a client that cannot keep up is dropped
-      self->events_.push_back(std::move(frame));
-      if (!self->writing_event_)
-        self->send_next_event();
+      self->push_frame(std::move(frame));
     });
-  }
-
-  void send_next_event() {
-    if (events_.empty()) {
-      writing_event_ = false;
-      return;
-    }
-    writing_event_ = true;
-    net::async_write(
-        stream_, net::buffer(events_.front()),
-        [self = shared_from_this()](beast::error_code ec, std::size_t) {
-          if (ec)
-            return self->close();
-          self->events_.pop_front();
-          self->send_next_event();
-        });
   }
 
   void watch_event_client() {
@@ -504,14 +598,9 @@ private:
         [self = shared_from_this()](beast::error_code ec) {
           beast::error_code ec2;
           if (ec || self->stream_.socket().available(ec2) == 0 || ec2)
-            return self->close_events();
+            return self->fail_stream();
           self->watch_event_client(); // ignore what the client sends
         });
-  }
-
-  void close_events() {
-    beast::error_code ec;
-    stream_.socket().close(ec);
   }
 
   void write(response res) {
@@ -545,8 +634,19 @@ private:
   std::chrono::steady_clock::time_point started_;
   bool pending_ = false;
   bool closed_ = false;
-  std::deque<std::string> events_;
-  bool writing_event_ = false;
+  /// The request being answered: keep-alive and HTTP version.
+  bool keep_ = true;
+  unsigned version_ = 11;
+  /// Guards the disconnect watch of one call against later ones.
+  uint64_t watch_seq_ = 0;
+  /// A chunked stream is being written (its header is out or on its way).
+  bool streaming_ = false;
+  struct frame {
+    std::string bytes;
+    bool last;
+  };
+  std::deque<frame> frames_;
+  bool writing_ = false;
 };
 
 } // namespace

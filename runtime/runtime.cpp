@@ -49,7 +49,8 @@ struct call_client_state {
 
 caf::behavior call_client(caf::stateful_actor<call_client_state>* self,
                           caf::actor governor,
-                          std::function<void(call_result)> done) {
+                          std::function<void(call_result)> done,
+                          std::function<void(std::string)> on_chunk) {
   self->state.self_ref = caf::actor_cast<caf::actor>(self);
   self->monitor(governor);
   self->set_down_handler([self, done](caf::down_msg&) {
@@ -69,7 +70,12 @@ caf::behavior call_client(caf::stateful_actor<call_client_state>* self,
           [](caf::error&) {
             // The governor died without answering: the down handler reports it.
           });
-  return {[](caf::unit_t) {}};
+  return {
+      [on_chunk](stream_chunk_atom, std::string& bytes) {
+        if (on_chunk)
+          on_chunk(std::move(bytes));
+      },
+  };
 }
 
 } // namespace
@@ -213,12 +219,15 @@ call_handle runtime::call(call_request request,
                           std::function<void(call_result)> done,
                           const call_options& options) {
   auto gov = spawn_call(std::move(request), options);
-  sys_.spawn(call_client, gov, std::move(done));
+  sys_.spawn(call_client, gov, std::move(done), options.on_chunk);
   return call_handle{gov};
 }
 
 std::future<call_result> runtime::call(call_request request,
                                        const call_options& options) {
+  if (request.stream)
+    throw std::invalid_argument("a streamed call needs the callback form of "
+                                "runtime::call (call_options::on_chunk)");
   auto promise = std::make_shared<std::promise<call_result>>();
   auto result = promise->get_future();
   call(

@@ -59,6 +59,10 @@ struct call_options {
   std::string session = "default";
   /// Connection tier; empty: the runtime's shared "embedded" connection.
   std::optional<tier_handle> connection;
+  /// For a streamed call (`call_request::stream`) through the callback form
+  /// of `runtime::call`: runs on an actor thread for each piece of the
+  /// answer, in order, all before the result callback.
+  std::function<void(std::string)> on_chunk;
 };
 
 /// A call in flight; `cancel()` terminates its governor, which returns
@@ -111,7 +115,8 @@ public:
   call_handle call(call_request request, std::function<void(call_result)> done,
                    const call_options& options = {});
 
-  /// Starts a call and returns the future of its result.
+  /// Starts a call and returns the future of its result. Not for streamed
+  /// calls (throws `std::invalid_argument`).
   std::future<call_result> call(call_request request,
                                 const call_options& options = {});
 
