@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Sluice needs to build and test. Idempotent: when every
-# package is already installed it does nothing (no apt-get update, no network).
+# Installs the Debian packages Sluice needs to build and test (nodejs and npm
+# only when node or npm is not on PATH). Idempotent: when every package is
+# already installed it does nothing (no apt-get update, no network).
 set -euo pipefail
 
 packages=(
@@ -14,6 +15,10 @@ packages=(
   libtomlplusplus-dev
   nlohmann-json3-dev
 )
+# The JS end-to-end test (tests/js) needs node and npm; a machine that has them
+# from elsewhere (e.g. a newer Node) keeps its own.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

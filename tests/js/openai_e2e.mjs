@@ -1,0 +1,452 @@
+// End-to-end test: the official `openai` npm client talks to sluice-node, which
+// forwards to a fake OpenAI upstream run here (node:http on 127.0.0.1).
+//
+//   node tests/js/openai_e2e.mjs PATH_TO_SLUICE_NODE
+//
+// Checks: (a) a non-streaming chat completion comes from the upstream, which
+// saw the node's configured Authorization header, not the client's key;
+// (b) a streaming completion arrives chunk by chunk, the first chunk before
+// the upstream finished writing (pass-through, not buffered); (c) an upstream
+// 400 reaches the client with its status and body; (d) an unrouted endpoint
+// is a 404 `not_found`. Prints one line per check, exits non-zero on any
+// failure, and always stops sluice-node and the upstream.
+
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import OpenAI from 'openai';
+
+const OVERALL_TIMEOUT_MS = 1000 * Number(process.env.SLUICE_E2E_TIMEOUT_S || 60);
+const STREAM_CHUNKS = ['Sluice ', 'streams ', 'tokens ', 'as they ', 'come.'];
+const STREAM_GAP_MS = 150;
+const SECRET = 'Bearer e2e-secret';
+const CLIENT_KEY = 'unused';
+
+const nodeBinary = process.argv[2];
+if (!nodeBinary) {
+  console.error('usage: node openai_e2e.mjs PATH_TO_SLUICE_NODE');
+  process.exit(64);
+}
+
+const now = () => performance.now();
+
+// -- checks -------------------------------------------------------------------
+
+let passed = 0;
+let failed = 0;
+
+class CheckFailure extends Error {}
+
+function expect(cond, what) {
+  if (!cond) throw new CheckFailure(what);
+}
+
+async function check(name, fn) {
+  try {
+    const detail = await fn();
+    passed++;
+    console.log(`PASS ${name}${detail ? ` (${detail})` : ''}`);
+  } catch (e) {
+    failed++;
+    const why = e instanceof CheckFailure ? e.message : e?.stack ?? String(e);
+    console.log(`FAIL ${name}: ${why}`);
+  }
+}
+
+// -- the fake upstream --------------------------------------------------------
+
+const upstream = {
+  requests: [], // { method, url, authorization, body }
+  streamFinishedAt: null, // performance.now() after [DONE] was written
+};
+
+function lastContent(body) {
+  const messages = Array.isArray(body?.messages) ? body.messages : [];
+  const last = messages[messages.length - 1];
+  return typeof last?.content === 'string' ? last.content : '';
+}
+
+function sendJson(res, status, value) {
+  const text = JSON.stringify(value);
+  res.writeHead(status, {
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(text),
+  });
+  res.end(text);
+}
+
+async function streamCompletion(res, model) {
+  const id = 'chatcmpl-upstream-stream-1';
+  const created = Math.floor(Date.now() / 1000);
+  res.writeHead(200, {
+    'Content-Type': 'text/event-stream',
+    'Cache-Control': 'no-cache',
+    Connection: 'keep-alive',
+  });
+  for (let i = 0; i < STREAM_CHUNKS.length; i++) {
+    if (i > 0) await sleep(STREAM_GAP_MS);
+    if (res.destroyed) return;
+    const chunk = {
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      system_fingerprint: 'fp_e2e',
+      choices: [
+        {
+          index: 0,
+          delta: i === 0
+            ? { role: 'assistant', content: STREAM_CHUNKS[i] }
+            : { content: STREAM_CHUNKS[i] },
+          logprobs: null,
+          finish_reason: i === STREAM_CHUNKS.length - 1 ? 'stop' : null,
+        },
+      ],
+    };
+    res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  }
+  await sleep(STREAM_GAP_MS);
+  res.end('data: [DONE]\n\n');
+  upstream.streamFinishedAt = now();
+}
+
+function handleUpstream(req, res) {
+  const parts = [];
+  req.on('data', (c) => parts.push(c));
+  req.on('end', () => {
+    const raw = Buffer.concat(parts).toString('utf8');
+    let body = null;
+    try {
+      body = JSON.parse(raw);
+    } catch {
+      // left null: answered with 400 below
+    }
+    upstream.requests.push({
+      method: req.method,
+      url: req.url,
+      authorization: req.headers.authorization,
+      body,
+    });
+    if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+      return sendJson(res, 404, {
+        error: { message: `upstream: no ${req.method} ${req.url}`,
+                 type: 'invalid_request_error', param: null, code: null },
+      });
+    }
+    if (body === null) {
+      return sendJson(res, 400, {
+        error: { message: 'upstream: body is not JSON',
+                 type: 'invalid_request_error', param: null, code: null },
+      });
+    }
+    const model = body.model ?? 'unknown';
+    if (lastContent(body) === 'bad') {
+      return sendJson(res, 400, {
+        error: {
+          message: "upstream says: 'bad' is not an acceptable prompt",
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'e2e_bad_prompt',
+        },
+      });
+    }
+    if (body.stream === true) {
+      streamCompletion(res, model).catch((e) => {
+        console.error('upstream stream error:', e);
+        res.destroy();
+      });
+      return;
+    }
+    sendJson(res, 200, {
+      id: 'chatcmpl-upstream-e2e-1',
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model,
+      system_fingerprint: 'fp_e2e',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: 'Hello from the fake upstream.',
+                     refusal: null },
+          logprobs: null,
+          finish_reason: 'stop',
+        },
+      ],
+      usage: { prompt_tokens: 5, completion_tokens: 6, total_tokens: 11 },
+    });
+  });
+}
+
+// Rejects with `message` unless `promise` settles within `ms`.
+function withTimeout(promise, ms, message) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+// -- sluice-node --------------------------------------------------------------
+
+let child = null;
+let childExit = null; // { code, signal } once it exited
+let childOutput = '';
+
+function startNode(configPath) {
+  child = spawn(nodeBinary, ['--config', configPath, '--listen', '127.0.0.1:0'], {
+    env: { ...process.env, SLUICE_E2E_KEY: SECRET },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = once(child, 'exit').then(([code, signal]) => {
+    childExit = { code, signal };
+    return childExit;
+  });
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d) => { childOutput += d; });
+  const port = new Promise((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      childOutput += d;
+      const m = /listening on http:\/\/[^\s:]+:(\d+)/.exec(childOutput);
+      if (m) resolve(Number(m[1]));
+    });
+    child.on('error', reject);
+    exited.then(({ code, signal }) =>
+      reject(new Error(`sluice-node exited before listening (code ${code}, signal ${signal})`)));
+  });
+  return { port, exited };
+}
+
+async function waitHealthy(port, deadlineMs) {
+  let last = null;
+  while (now() < deadlineMs) {
+    if (childExit) throw new Error('sluice-node exited while starting');
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/healthz`,
+                              { signal: AbortSignal.timeout(1000) });
+      if (res.status === 200) return;
+      last = `status ${res.status}`;
+    } catch (e) {
+      last = e.message;
+    }
+    await sleep(50);
+  }
+  throw new Error(`sluice-node not healthy in time (${last})`);
+}
+
+// Stops sluice-node: SIGTERM, then SIGKILL if it does not exit in time.
+async function stopNode(exited, graceMs) {
+  if (!child || childExit) return childExit;
+  child.kill('SIGTERM');
+  const timer = sleep(graceMs).then(() => null);
+  const result = await Promise.race([exited, timer]);
+  if (result) return result;
+  if (!childExit) child.kill('SIGKILL');
+  await exited;
+  return { ...childExit, killed: true };
+}
+
+// Last resort on any way out of this process.
+process.on('exit', () => {
+  if (child && !childExit) child.kill('SIGKILL');
+});
+
+// -- the test -----------------------------------------------------------------
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-js-e2e-'));
+const server = http.createServer(handleUpstream);
+let nodeExited = null;
+
+async function main() {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const upstreamPort = server.address().port;
+  console.log(`upstream listening on 127.0.0.1:${upstreamPort}`);
+
+  const configPath = path.join(tmp, 'sluice.toml');
+  fs.writeFileSync(configPath, `# written by tests/js/openai_e2e.mjs
+[node]
+shutdown_grace_s = 2
+
+[sources.fake-openai]
+type = "http"
+base_url = "http://127.0.0.1:${upstreamPort}"
+connect_timeout_s = 5
+response_timeout_s = 30
+  [sources.fake-openai.headers]
+  Authorization = "env:SLUICE_E2E_KEY"
+
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["fake-openai"]
+`);
+
+  const started = startNode(configPath);
+  nodeExited = started.exited;
+  const port = await withTimeout(started.port, 15_000,
+                                 'sluice-node did not report its port in 15 s');
+  await check('sluice-node reports the port it bound for --listen 127.0.0.1:0', async () => {
+    expect(port > 0 && port < 65536, `reported port ${port}`);
+    return `port ${port}`;
+  });
+  await waitHealthy(port, now() + 15_000);
+  console.log(`sluice-node healthy on 127.0.0.1:${port}`);
+
+  const client = new OpenAI({
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    apiKey: CLIENT_KEY,
+    maxRetries: 0,
+    timeout: 20_000,
+  });
+
+  // (a) non-streaming
+  await check('(a) non-streaming chat completion passes through', async () => {
+    const before = upstream.requests.length;
+    const completion = await client.chat.completions.create({
+      model: 'gpt-e2e',
+      messages: [{ role: 'user', content: 'hello' }],
+    });
+    expect(completion.id === 'chatcmpl-upstream-e2e-1',
+           `id ${JSON.stringify(completion.id)} is not the upstream's`);
+    expect(completion.choices?.[0]?.message?.content === 'Hello from the fake upstream.',
+           `content ${JSON.stringify(completion.choices?.[0]?.message?.content)}`);
+    const seen = upstream.requests.slice(before);
+    expect(seen.length === 1, `upstream saw ${seen.length} request(s), expected 1`);
+    expect(seen[0].url === '/v1/chat/completions', `upstream path ${seen[0].url}`);
+    expect(seen[0].authorization === SECRET,
+           `upstream saw Authorization ${JSON.stringify(seen[0].authorization)}, ` +
+           `expected the node's configured ${JSON.stringify(SECRET)}`);
+    expect(lastContent(seen[0].body) === 'hello' && seen[0].body.model === 'gpt-e2e',
+           'upstream did not get the client\'s body');
+    return `id ${completion.id}, upstream saw Authorization: ${seen[0].authorization}`;
+  });
+
+  // (b) streaming
+  await check('(b) streaming chat completion arrives incrementally', async () => {
+    const before = upstream.requests.length;
+    upstream.streamFinishedAt = null;
+    const t0 = now();
+    const { data: stream, response } = await client.chat.completions.create({
+      model: 'gpt-e2e',
+      messages: [{ role: 'user', content: 'stream please' }],
+      stream: true,
+    }).withResponse();
+    const contentType = response.headers.get('content-type') ?? '';
+    const deltas = [];
+    const ids = new Set();
+    let firstChunkAt = null;
+    for await (const chunk of stream) {
+      if (firstChunkAt === null) firstChunkAt = now();
+      ids.add(chunk.id);
+      const d = chunk.choices?.[0]?.delta?.content;
+      if (typeof d === 'string' && d !== '') deltas.push(d);
+    }
+    const endAt = now();
+    const seen = upstream.requests.slice(before);
+    expect(seen.length === 1, `upstream saw ${seen.length} request(s), expected 1`);
+    expect(seen[0].body?.stream === true, 'upstream did not get "stream": true');
+    expect(seen[0].authorization === SECRET,
+           `upstream saw Authorization ${JSON.stringify(seen[0].authorization)}`);
+    expect(JSON.stringify(deltas) === JSON.stringify(STREAM_CHUNKS),
+           `deltas ${JSON.stringify(deltas)}, expected ${JSON.stringify(STREAM_CHUNKS)}`);
+    expect(ids.size === 1 && ids.has('chatcmpl-upstream-stream-1'),
+           `chunk ids ${JSON.stringify([...ids])}`);
+    expect(upstream.streamFinishedAt !== null, 'upstream never finished its stream');
+    const first = (firstChunkAt - t0).toFixed(0);
+    const done = (upstream.streamFinishedAt - t0).toFixed(0);
+    const timing = `first chunk at ${first} ms, upstream finished at ${done} ms, ` +
+                   `client done at ${(endAt - t0).toFixed(0)} ms`;
+    expect(contentType.startsWith('text/event-stream'),
+           `Content-Type ${JSON.stringify(contentType)}, expected text/event-stream; ${timing}`);
+    expect(firstChunkAt < upstream.streamFinishedAt,
+           `buffered, not passed through: ${timing}`);
+    return `${deltas.length} deltas in order; ${timing}`;
+  });
+
+  // (c) permanent upstream error
+  await check('(c) upstream 400 passes through with status and body', async () => {
+    const before = upstream.requests.length;
+    let err = null;
+    try {
+      await client.chat.completions.create({
+        model: 'gpt-e2e',
+        messages: [{ role: 'user', content: 'bad' }],
+      });
+    } catch (e) {
+      err = e;
+    }
+    expect(err !== null, 'the call did not throw');
+    expect(err instanceof OpenAI.APIError, `threw ${err?.constructor?.name}: ${err?.message}`);
+    expect(err.status === 400, `status ${err.status}, expected 400 (${err.message})`);
+    expect(err instanceof OpenAI.BadRequestError, `${err.constructor.name}, expected BadRequestError`);
+    expect(err.error?.code === 'e2e_bad_prompt' && err.error?.param === 'messages',
+           `error body ${JSON.stringify(err.error)} is not the upstream's`);
+    expect(err.message.includes("upstream says: 'bad' is not an acceptable prompt"),
+           `message ${JSON.stringify(err.message)}`);
+    const seen = upstream.requests.length - before;
+    expect(seen === 1, `upstream saw ${seen} request(s); a permanent error must not be retried`);
+    return err.message;
+  });
+
+  // (d) a route that is not configured
+  await check('(d) unrouted endpoint is 404 not_found', async () => {
+    const before = upstream.requests.length;
+    let err = null;
+    try {
+      await client.embeddings.create({ model: 'emb-e2e', input: 'hello' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err !== null, 'the call did not throw');
+    expect(err instanceof OpenAI.APIError, `threw ${err?.constructor?.name}: ${err?.message}`);
+    expect(err.status === 404, `status ${err.status}, expected 404 (${err.message})`);
+    expect(err.error?.type === 'not_found', `error body ${JSON.stringify(err.error)}`);
+    expect(upstream.requests.length === before, 'the upstream was called');
+    return err.message;
+  });
+
+  // The node's documented shutdown: SIGTERM drains and exits 0.
+  await check('sluice-node exits 0 on SIGTERM', async () => {
+    const r = await stopNode(nodeExited, 10_000);
+    expect(r && !r.killed && r.code === 0,
+           `exit ${JSON.stringify(r)}`);
+    return 'exit code 0';
+  });
+}
+
+async function cleanup() {
+  if (nodeExited) await stopNode(nodeExited, 5_000).catch(() => {});
+  server.closeAllConnections?.();
+  await new Promise((resolve) => server.close(() => resolve()));
+  fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+const overall = setTimeout(async () => {
+  console.log(`FAIL overall timeout: not done in ${OVERALL_TIMEOUT_MS / 1000} s`);
+  if (child && !childExit) {
+    child.kill('SIGKILL');
+    await withTimeout(once(child, 'exit'), 2_000, 'no exit').catch(() => {});
+  }
+  fs.rmSync(tmp, { recursive: true, force: true });
+  console.log(`--- sluice-node output ---\n${childOutput}`);
+  console.log(`${passed} passed, ${failed + 1} failed`);
+  process.exit(1);
+}, OVERALL_TIMEOUT_MS);
+
+try {
+  await main();
+} catch (e) {
+  failed++;
+  console.log(`FAIL setup: ${e?.stack ?? e}`);
+}
+await cleanup();
+clearTimeout(overall);
+if (failed > 0) {
+  console.log(`--- sluice-node output ---\n${childOutput}`);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed > 0 ? 1 : 0);
