@@ -36,6 +36,8 @@ void validate(const sim_config& cfg) {
     }
     if (sum > 1.0 + 1e-9)
       refuse(at + "rates", "must add up to at most 1");
+    if (!(p.stream_break_rate >= 0.0 && p.stream_break_rate <= 1.0))
+      refuse(at + "stream_break_rate", "must be in [0, 1]");
   }
 }
 
@@ -55,6 +57,8 @@ struct pending_attempt {
   /// Streamed attempts: where the chunks go, and their tag.
   caf::actor stream_to;
   uint64_t tag = 0;
+  /// This stream breaks off after its first chunk.
+  bool breaks = false;
 };
 
 // One OpenAI-style server-sent event of a streamed chat completion.
@@ -169,13 +173,19 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
         pending_attempt pa{promise, requester, reply.value_or(source_reply{}),
-                           caf::actor{}, 0};
+                           caf::actor{}, 0, false};
         // A streamed success: chunks spread over the latency, like tokens.
         if (reply && reply->kind == policy::outcome_kind::ok &&
             req.stream_to) {
           pa.stream_to = req.stream_to;
           pa.tag = req.stream_tag;
           pa.reply.body.clear();
+          if (p.stream_break_rate > 0 && st.draw() < p.stream_break_rate) {
+            pa.breaks = true;
+            pa.reply.kind = policy::outcome_kind::transient;
+            pa.reply.body = R"({"error":"simulated stream broke off"})";
+            ++st.stats->stream_breaks;
+          }
           for (int k = 0; k < stream_chunks; ++k)
             self->delayed_send(self, latency * (k + 1) / (stream_chunks + 1),
                                sim_chunk_atom::value, id, k);
@@ -189,9 +199,12 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
       },
       [self](sim_chunk_atom, uint64_t id, int k) {
         auto i = self->state.pending.find(id);
-        if (i != self->state.pending.end()) // else cancelled meanwhile
-          self->send(i->second.stream_to, stream_chunk_atom_v, i->second.tag,
-                     chunk_event(id, k));
+        if (i == self->state.pending.end())
+          return; // cancelled meanwhile
+        if (i->second.breaks && k > 0)
+          return; // broke off after the first chunk
+        self->send(i->second.stream_to, stream_chunk_atom_v, i->second.tag,
+                   chunk_event(id, k));
       },
       [self](sim_reply_atom, uint64_t id) {
         auto& st = self->state;
@@ -203,7 +216,7 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
         st.pending.erase(i);
         if (p.requester)
           self->demonitor(p.requester);
-        if (p.stream_to)
+        if (p.stream_to && !p.breaks)
           self->send(p.stream_to, stream_chunk_atom_v, p.tag,
                      std::string{"data: [DONE]\n\n"});
         p.promise.deliver(std::move(p.reply));

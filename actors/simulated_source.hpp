@@ -27,6 +27,9 @@ struct sim_phase {
   double rate_limit_rate = 0; // 429
   double permanent_rate = 0;  // 400
   double hang_rate = 0;       // never answers (the runtime's timeout ends it)
+  /// Share of streamed successes that break off after their first chunk
+  /// (the upstream closed mid-answer), in [0, 1].
+  double stream_break_rate = 0;
   /// Retry-After sent with 429 and 503 answers, if any.
   std::optional<duration> retry_after;
 };
@@ -57,6 +60,7 @@ struct sim_stats {
   std::atomic<uint64_t> transient{0};
   std::atomic<uint64_t> permanent{0};
   std::atomic<uint64_t> hung{0};
+  std::atomic<uint64_t> stream_breaks{0};
 };
 
 struct simulated_source {

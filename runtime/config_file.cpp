@@ -329,6 +329,8 @@ void read_phase(table_reader& r, sim_phase& p) {
     p.permanent_rate = *x;
   if (auto x = r.number("hang_rate"))
     p.hang_rate = *x;
+  if (auto x = r.number("stream_break_rate"))
+    p.stream_break_rate = *x;
   if (auto x = r.span("retry_after_s", 1.0))
     p.retry_after = *x;
   r.done();

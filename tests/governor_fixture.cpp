@@ -26,7 +26,11 @@ caf::behavior client(caf::event_based_actor* self, caf::actor governor,
             report->done_at = self->clock().now();
           },
           [](caf::error&) {});
-  return {[](caf::unit_t) {}};
+  return {
+      [=](stream_chunk_atom, std::string& bytes) {
+        report->chunks.emplace_back(self->clock().now(), std::move(bytes));
+      },
+  };
 }
 
 } // namespace
@@ -77,7 +81,9 @@ governed_call governor_fixture::call(uint64_t seed) {
 
 governed_call governor_fixture::call(admission_path path, uint64_t seed) {
   governor_config cfg;
-  cfg.request = call_request{"test", R"({"messages":[]})"};
+  cfg.request.route = "test";
+  cfg.request.payload = R"({"messages":[]})";
+  cfg.request.stream = stream_calls;
   cfg.admission = std::move(path);
   cfg.wait_timeout = wait_timeout;
   cfg.route = route;

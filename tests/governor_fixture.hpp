@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -22,6 +23,8 @@ struct call_report {
   /// The governor terminated without replying (cancelled).
   bool cancelled = false;
   time_point done_at{};
+  /// Stream chunks of a streamed call, with their arrival times.
+  std::vector<std::pair<time_point, std::string>> chunks;
 };
 
 struct governed_call {
@@ -72,6 +75,8 @@ struct governor_fixture : virtual_time_fixture {
 
   tier_handle global;
   caf::actor backend;
+  /// Calls made from now on are streamed calls.
+  bool stream_calls = false;
   duration wait_timeout = std::chrono::seconds{3};
   std::vector<simulated_source> sims;
   std::shared_ptr<route_plan> route;
