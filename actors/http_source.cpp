@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -231,11 +232,12 @@ private:
     ex->sent = clock_type::now();
     ex->stream->expires_after(cfg_.first_byte_timeout);
     ex->parser.emplace();
-    // A streamed answer may run long; a unary one is held in memory.
-    if (ex->stream_to)
-      ex->parser->body_limit(boost::none);
-    else
-      ex->parser->body_limit(max_unary_body);
+    // A streamed answer may run long; a unary one is held in memory. (Not
+    // boost::none for "no limit": Beast 1.74 compares a Content-Length with
+    // it and finds every length over the limit.)
+    ex->parser->body_limit(ex->stream_to
+                               ? std::numeric_limits<std::uint64_t>::max()
+                               : max_unary_body);
     // Write the request, then read the header, then the body as it comes.
     http::async_write(
         *ex->stream, ex->req,

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,7 @@
 
 #include "messages/atoms.hpp"
 #include "runtime/runtime.hpp"
+#include "test_upstream.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;
@@ -30,91 +33,9 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using sluice::testing::test_upstream;
 
 namespace {
-
-// A blocking upstream: a thread per connection, answers by target.
-class test_upstream {
-public:
-  test_upstream()
-      : acceptor_(ioc_, {net::ip::make_address("127.0.0.1"), 0}) {
-    accept_thread_ = std::thread{[this] { accept_loop(); }};
-  }
-
-  ~test_upstream() {
-    stop_ = true;
-    // Unblock accept() with one last connection.
-    beast::error_code ec;
-    net::io_context ioc;
-    tcp::socket s{ioc};
-    s.connect({net::ip::make_address("127.0.0.1"), port()}, ec);
-    accept_thread_.join();
-    for (auto& t : connection_threads_)
-      t.join();
-  }
-
-  uint16_t port() const { return acceptor_.local_endpoint().port(); }
-
-  std::atomic<int> connections{0};
-  std::atomic<int> requests{0};
-
-private:
-  void accept_loop() {
-    while (!stop_) {
-      beast::error_code ec;
-      tcp::socket socket{ioc_};
-      acceptor_.accept(socket, ec);
-      if (ec || stop_)
-        return;
-      ++connections;
-      connection_threads_.emplace_back(
-          [this, s = std::move(socket)]() mutable { serve(std::move(s)); });
-    }
-  }
-
-  void serve(tcp::socket socket) {
-    beast::flat_buffer buf;
-    for (;;) {
-      http::request<http::string_body> req;
-      beast::error_code ec;
-      http::read(socket, buf, req, ec);
-      if (ec)
-        return;
-      ++requests;
-      http::response<http::string_body> res{http::status::ok, 11};
-      res.keep_alive(req.keep_alive());
-      std::string target{req.target()};
-      if (target == "/api/v1/ok") {
-        res.body() = R"({"ok":true})";
-      } else if (target == "/api/v1/busy") {
-        res.result(429);
-        res.set(http::field::retry_after, "7");
-      } else if (target == "/api/v1/down") {
-        res.result(503);
-      } else if (target == "/api/v1/bad") {
-        res.result(400);
-        res.body() = R"({"error":"bad request"})";
-      } else if (target == "/api/v1/auth") {
-        res.body() = std::string{req[http::field::authorization]};
-      } else if (target == "/api/v1/slow") {
-        for (int i = 0; i < 300 && !stop_; ++i)
-          std::this_thread::sleep_for(10ms);
-      } else {
-        res.result(404);
-      }
-      res.prepare_payload();
-      http::write(socket, res, ec);
-      if (ec || !req.keep_alive())
-        return;
-    }
-  }
-
-  net::io_context ioc_;
-  tcp::acceptor acceptor_;
-  std::atomic<bool> stop_{false};
-  std::thread accept_thread_;
-  std::vector<std::thread> connection_threads_;
-};
 
 struct fixture {
   test_upstream upstream;
@@ -125,7 +46,7 @@ struct fixture {
   fixture() {
     setenv("SLUICE_TEST_TOKEN", "Bearer s3cret", 1);
     http_source_config c;
-    c.base_url = "http://127.0.0.1:" + std::to_string(upstream.port()) + "/api";
+    c.base_url = upstream.url("/api");
     c.headers = {{"Authorization", "env:SLUICE_TEST_TOKEN"}};
     c.response_timeout = 1s;
     src = spawn_http_source(sys, c);
@@ -215,6 +136,141 @@ TEST_CASE_METHOD(fixture,
     std::this_thread::sleep_for(1ms);
   CHECK(src.stats->cancelled == 1);
   CHECK(src.stats->in_flight == 0);
+  // The upstream saw its request closed, not left to run.
+  while (upstream.closed_by_client == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  CHECK(upstream.closed_by_client == 1);
+}
+
+namespace {
+
+// What a streamed attempt produced: its chunks (with arrival times) and
+// its reply.
+struct stream_record {
+  std::mutex mx;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>>
+    chunks;
+  std::string text() {
+    std::lock_guard<std::mutex> guard{mx};
+    std::string all;
+    for (auto& c : chunks)
+      all += c.second;
+    return all;
+  }
+};
+
+caf::behavior chunk_collector(caf::event_based_actor*,
+                              std::shared_ptr<stream_record> rec) {
+  return {
+      [rec](stream_chunk_atom, uint64_t tag, std::string& bytes) {
+        CHECK(tag == 42);
+        std::lock_guard<std::mutex> guard{rec->mx};
+        rec->chunks.emplace_back(std::chrono::steady_clock::now(),
+                                 std::move(bytes));
+      },
+  };
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a streamed 2xx answer is passed on as it arrives") {
+  auto rec = std::make_shared<stream_record>();
+  auto collector = sys.spawn(chunk_collector, rec);
+  auto streamed = [&](const std::string& route) {
+    call_request req{route, R"({"stream":true})"};
+    req.stream = true;
+    req.stream_to = collector;
+    req.stream_tag = 42;
+    caf::scoped_actor self{sys};
+    source_reply out;
+    self->request(src.actor, 10s, attempt_atom_v, req)
+        .receive([&](source_reply& r) { out = std::move(r); },
+                 [&](caf::error&) { FAIL("no reply"); });
+    return std::make_pair(out, std::chrono::steady_clock::now());
+  };
+  SECTION("a whole stream: chunks first, then an empty ok reply") {
+    auto [r, replied] = streamed("/v1/stream");
+    CHECK(r.kind == policy::outcome_kind::ok);
+    CHECK(r.status == 200);
+    CHECK(r.body.empty());
+    auto text = rec->text();
+    CHECK(text.find("part 0") < text.find("part 2"));
+    CHECK(text.find("data: [DONE]") != std::string::npos);
+    std::lock_guard<std::mutex> guard{rec->mx};
+    REQUIRE(rec->chunks.size() >= 2);
+    // The upstream spaces its 4 events 150 ms apart: the first chunk came
+    // well before the end, not all at once.
+    CHECK(replied - rec->chunks.front().first > 200ms);
+  }
+  SECTION("an upstream closing mid-body: a transient failure after the "
+          "chunk it sent") {
+    auto [r, replied] = streamed("/v1/cut");
+    CHECK(r.kind == policy::outcome_kind::transient);
+    CHECK(r.status == 200);
+    CHECK(rec->text().find("part 0") != std::string::npos);
+    CHECK(upstream.connections == 1); // no retry on a fresh connection
+  }
+  SECTION("a stream gone silent: the idle timeout ends it") {
+    // The fixture's response timeout is 1 s; the stall lasts 3 s.
+    auto [r, replied] = streamed("/v1/stall");
+    CHECK(r.kind == policy::outcome_kind::timeout);
+    CHECK(rec->text().find("part 0") != std::string::npos);
+  }
+  SECTION("an error answer to a streamed call is read whole, not streamed") {
+    auto [r, replied] = streamed("/v1/bad");
+    CHECK(r.kind == policy::outcome_kind::permanent);
+    CHECK(r.body == R"({"error":"bad request"})");
+    CHECK(rec->text().empty());
+  }
+  caf::anon_send_exit(collector, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("first-byte and idle timeouts are separate from the total") {
+  test_upstream upstream;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  http_source_config c;
+  c.base_url = upstream.url();
+  c.response_timeout = 30s;
+  auto attempt = [&](const std::string& route) {
+    auto src = spawn_http_source(sys, c);
+    caf::scoped_actor self{sys};
+    source_reply out;
+    auto started = std::chrono::steady_clock::now();
+    self->request(src.actor, 20s, attempt_atom_v, call_request{route, "{}"})
+        .receive([&](source_reply& r) { out = std::move(r); },
+                 [&](caf::error&) { FAIL("no reply"); });
+    caf::anon_send_exit(src.actor, caf::exit_reason::user_shutdown);
+    return std::make_pair(out, std::chrono::steady_clock::now() - started);
+  };
+  SECTION("no first byte within first_byte_timeout") {
+    c.first_byte_timeout = 200ms;
+    auto [r, took] = attempt("/slow");
+    CHECK(r.kind == policy::outcome_kind::timeout);
+    CHECK(took < 2500ms); // not the 3 s the upstream takes, nor 30 s
+  }
+  SECTION("a body that stops for longer than idle_timeout") {
+    c.idle_timeout = 200ms;
+    auto [r, took] = attempt("/stall");
+    CHECK(r.kind == policy::outcome_kind::timeout);
+    CHECK(took < 2500ms);
+  }
+  SECTION("a stream with short gaps is not cut by them") {
+    c.idle_timeout = 1s; // the gaps are 150 ms
+    auto [r, took] = attempt("/stream");
+    CHECK(r.kind == policy::outcome_kind::ok);
+    CHECK(r.body.find("data: [DONE]") != std::string::npos);
+  }
+  SECTION("nonsense timeouts are refused, naming the field") {
+    c.first_byte_timeout = duration::zero();
+    CHECK_THROWS_WITH(spawn_http_source(sys, c),
+                      Catch::StartsWith("first_byte_timeout:"));
+    c.first_byte_timeout = 1s;
+    c.idle_timeout = -1s;
+    CHECK_THROWS_WITH(spawn_http_source(sys, c),
+                      Catch::StartsWith("idle_timeout:"));
+  }
 }
 
 TEST_CASE_METHOD(fixture,
