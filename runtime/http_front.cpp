@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -143,11 +144,15 @@ response error_response(errc code, const std::string& message, bool keep_alive,
 struct http_front::impl {
   runtime& rt;
   node_settings settings;
+  /// Every open client connection's tier, for /status. Declared before the
+  /// io_context: connections still in its handlers are destroyed with it,
+  /// and unregister here.
+  std::mutex connections_mx;
+  std::map<uint64_t, tier_handle> connection_tiers;
   net::io_context ioc;
   tcp::acceptor acceptor;
   std::vector<std::thread> threads;
   std::atomic<size_t> in_flight{0};
-  std::atomic<size_t> open_connections{0};
   node_metrics metrics;
   std::atomic<uint64_t> next_connection{1};
   std::atomic<bool> accepting{true};
@@ -208,9 +213,18 @@ json tier_json(const tier_status& t) {
   return {{"cap", t.cap}, {"in_use", t.in_use}, {"waiting", t.waiting}};
 }
 
-// GET /status: read lock-free from tier counters and breaker mirrors, so it
-// never waits on an actor.
-json status_json(http_front::impl& front) {
+// GET /status: tiers and breakers read lock-free from their counters and
+// mirrors; `scopes` holds what the backend said of each scope's progress.
+json status_json(http_front::impl& front, json scopes) {
+  json sessions = json::object();
+  for (auto& [id, t] : front.rt.live_sessions())
+    sessions[id] = tier_json(t);
+  json connections = json::object();
+  {
+    std::lock_guard<std::mutex> guard{front.connections_mx};
+    for (auto& [id, t] : front.connection_tiers)
+      connections[std::to_string(id)] = tier_json(t.status());
+  }
   json sources = json::array();
   for (auto& s : front.rt.sources()) {
     auto b = s.breaker.mirror->load();
@@ -222,11 +236,15 @@ json status_json(http_front::impl& front) {
                        {"aimd_limit", s.tier->cap()},
                        {"in_flight", t.in_use}});
   }
-  return {
-      {"tiers", {{"global", tier_json(front.rt.tiers().global().status())}}},
-      {"connections", front.open_connections.load()},
-      {"calls_in_flight", front.in_flight.load()},
-      {"sources", std::move(sources)}};
+  auto open_connections = connections.size();
+  return {{"tiers",
+           {{"global", tier_json(front.rt.tiers().global().status())},
+            {"sessions", std::move(sessions)},
+            {"connections", std::move(connections)}}},
+          {"connections", open_connections},
+          {"calls_in_flight", front.in_flight.load()},
+          {"sources", std::move(sources)},
+          {"scopes", std::move(scopes)}};
 }
 
 // GET /metrics: the node's counters plus gauges read lock-free.
@@ -268,7 +286,13 @@ public:
       , front_(front)
       , tier_(front.rt.new_connection())
       , id_(front.next_connection++) {
-    // nop
+    std::lock_guard<std::mutex> guard{front_.connections_mx};
+    front_.connection_tiers.emplace(id_, tier_);
+  }
+
+  ~connection() {
+    std::lock_guard<std::mutex> guard{front_.connections_mx};
+    front_.connection_tiers.erase(id_);
   }
 
   void start() {
@@ -321,8 +345,7 @@ private:
       if (request_.method() != http::verb::get)
         return write(error_response(errc::method_not_allowed, "use GET /status",
                                     keep, version));
-      return write(
-          make_response(200, status_json(front_).dump(), keep, version));
+      return start_status(keep, version);
     }
     if (path == "/events") {
       if (request_.method() != http::verb::get)
@@ -467,6 +490,68 @@ private:
       push_frame("event: error\ndata: " + body.dump() + "\n\n");
     }
     push_frame("", true);
+  }
+
+  // -- GET /status --------------------------------------------------------------
+
+  // Asks the backend for each scope's progress age (never blocking an I/O
+  // thread), then answers from the strand with current counts.
+  void start_status(bool keep, unsigned version) {
+    {
+      // Kept alive until answered, or until the front stops.
+      std::lock_guard<std::mutex> guard{front_.pending_mx};
+      front_.pending_connections.insert(shared_from_this());
+    }
+    std::weak_ptr<connection> weak = shared_from_this();
+    auto exec = stream_.get_executor();
+    auto gate = front_.gate;
+    auto answer = [weak, exec, gate, keep, version](json scopes) {
+      std::lock_guard<std::mutex> guard{gate->mx};
+      if (!gate->open)
+        return;
+      net::post(exec, [weak, scopes = std::move(scopes), keep, version] {
+        if (auto c = weak.lock()) {
+          c->forget_pending();
+          c->write(make_response(200, status_json(c->front_, scopes).dump(),
+                                 keep, version));
+        }
+      });
+    };
+    front_.rt.system().spawn(
+        [scopes = front_.rt.scopes(), backend = front_.rt.backend(),
+         answer](caf::event_based_actor* self) -> caf::behavior {
+          auto ages = std::make_shared<json>(json::object());
+          auto left = std::make_shared<size_t>(scopes.size());
+          if (scopes.empty()) {
+            answer(*ages);
+            return {};
+          }
+          // Nothing else references this actor; it must live to see the
+          // replies.
+          auto keep = std::make_shared<caf::actor>(
+              caf::actor_cast<caf::actor>(self));
+          for (auto& scope : scopes) {
+            auto done = [self, ages, left, answer, scope, keep](json age) {
+              (*ages)[scope] = {{"progress_age_s", std::move(age)}};
+              if (--*left > 0)
+                return;
+              answer(*ages);
+              *keep = nullptr;
+              self->quit();
+            };
+            self->request(backend, std::chrono::seconds{1},
+                          progress_age_atom_v, scope)
+                .then(
+                    [done](const progress_age& a) {
+                      // null: no call in the scope has succeeded yet.
+                      done(a.age ? json(std::chrono::duration<double>(*a.age)
+                                            .count())
+                                 : json(nullptr));
+                    },
+                    [done](caf::error&) { done("backend unavailable"); });
+          }
+          return {[](caf::unit_t) {}};
+        });
   }
 
   // -- streamed answers (a "stream": true call) -------------------------------

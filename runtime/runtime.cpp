@@ -1,5 +1,6 @@
 #include "runtime/runtime.hpp"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -179,6 +180,29 @@ runtime::route(const std::string& name) const {
   if (i == routes_.end())
     throw std::invalid_argument("unknown route '" + name + "'");
   return i->second;
+}
+
+std::vector<std::pair<std::string, tier_status>>
+runtime::live_sessions() const {
+  std::vector<std::pair<std::string, tier_status>> out;
+  std::lock_guard<std::mutex> guard{mx_};
+  for (auto& [id, t] : sessions_)
+    if (auto counter = t.counter.lock()) {
+      tier_handle h{tier_kind::session, std::move(counter), {}};
+      out.emplace_back(id, h.status());
+    }
+  std::sort(out.begin(), out.end(),
+            [](auto& a, auto& b) { return a.first < b.first; });
+  return out;
+}
+
+std::vector<std::string> runtime::scopes() const {
+  std::lock_guard<std::mutex> guard{mx_};
+  std::vector<std::string> out;
+  for (auto& [name, plan] : routes_)
+    if (std::find(out.begin(), out.end(), plan->scope) == out.end())
+      out.push_back(plan->scope);
+  return out;
 }
 
 tier_handle runtime::session(const std::string& id) {

@@ -129,6 +129,9 @@ public:
   /// zero) and made anew on the next call.
   tier_handle session(const std::string& id);
 
+  /// The sessions with calls in flight and their tiers' counts.
+  std::vector<std::pair<std::string, tier_status>> live_sessions() const;
+
   /// A tier for a new client connection.
   tier_handle new_connection() const { return tiers_.new_connection(); }
 
@@ -139,6 +142,9 @@ public:
 
   /// Whether a route with this name exists.
   bool has_route(const std::string& name) const;
+
+  /// The scopes of all routes (each once), whose progress the backend keeps.
+  std::vector<std::string> scopes() const;
 
   /// Every registered source, by name.
   std::vector<source_handle> sources() const;

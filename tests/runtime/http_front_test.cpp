@@ -88,7 +88,7 @@ struct fixture {
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<runtime> rt;
   std::unique_ptr<http_front> front;
-  simulated_source fast, slow;
+  simulated_source fast, slow, streamy;
 
   fixture() {
     add_error_category(caf_cfg);
@@ -106,10 +106,17 @@ struct fixture {
     sim_config picky = latency(1ms);
     picky.phases[0].permanent_rate = 1.0;
     rt->add_simulated_source("picky", picky);
+    // Streams: three chunks 200 ms apart, then [DONE] at 800 ms.
+    streamy = rt->add_simulated_source("streamy", latency(800ms));
+    sim_config breaky = latency(400ms);
+    breaky.phases[0].stream_break_rate = 1.0;
+    rt->add_simulated_source("breaky", breaky);
     rt->add_route({"/v1/chat/completions", "chat", {"fast"}, {}, {}});
     rt->add_route({"/slow", "chat", {"slow"}, {}, {}});
     rt->add_route({"/broken", "chat", {"broken"}, {}, {}});
     rt->add_route({"/picky", "chat", {"picky"}, {}, {}});
+    rt->add_route({"/stream", "chat", {"streamy"}, {}, {}});
+    rt->add_route({"/breaks", "chat", {"breaky"}, {}, {}});
     node_settings ns;
     ns.listen_port = 0;
     ns.max_body_bytes = 256;
@@ -148,6 +155,8 @@ TEST_CASE_METHOD(fixture,
        "bad_request", -32600},
       {http::verb::post, "/v1/chat/completions", "[1,2]", 400, "bad_request",
        -32600},
+      {http::verb::post, "/v1/chat/completions", R"({"stream":"yes"})", 400,
+       "bad_request", -32600},
       {http::verb::post, "/nowhere", "{}", 404, "not_found", -32601},
       {http::verb::get, "/v1/chat/completions", "", 405, "method_not_allowed",
        -32020},
@@ -235,7 +244,7 @@ TEST_CASE_METHOD(fixture, "GET /status reports tiers and sources") {
   CHECK(doc["tiers"]["global"]["cap"] == 1024);
   CHECK(doc["tiers"]["global"]["in_use"] == 0);
   CHECK(doc["calls_in_flight"] == 0);
-  REQUIRE(doc["sources"].size() == 4);
+  REQUIRE(doc["sources"].size() == 6);
   for (auto& s : doc["sources"]) {
     CHECK(s["breaker"]["state"] == "closed");
     CHECK(s["aimd_limit"] == 16);
@@ -247,7 +256,31 @@ TEST_CASE_METHOD(fixture, "GET /status reports tiers and sources") {
   auto busy = exchange(port(), http::verb::get, "/status").doc();
   CHECK(busy["calls_in_flight"] == 1);
   CHECK(busy["tiers"]["global"]["in_use"] == 1);
+  // Its session (the connection fallback) and its connection, each holding
+  // one permit; the /status request's own connection holds none.
+  auto& sessions = busy["tiers"]["sessions"];
+  REQUIRE(sessions.size() == 1);
+  CHECK(sessions.begin().key().rfind("connection-", 0) == 0);
+  CHECK(sessions.begin().value()["in_use"] == 1);
+  CHECK(sessions.begin().value()["cap"] == 1);
+  auto& connections = busy["tiers"]["connections"];
+  CHECK(busy["connections"] == 2);
+  REQUIRE(connections.size() == 2);
+  int held = 0;
+  for (auto& c : connections)
+    held += c["in_use"].get<int>();
+  CHECK(held == 1);
   t.join();
+  // A scope's progress age: seconds since a call in it last succeeded, or
+  // null before any did.
+  CHECK(doc["scopes"]["/v1/chat/completions"]["progress_age_s"].is_null());
+  exchange(port(), http::verb::post, "/v1/chat/completions", "{}");
+  auto after = exchange(port(), http::verb::get, "/status").doc();
+  auto age = after["scopes"]["/v1/chat/completions"]["progress_age_s"];
+  REQUIRE(age.is_number());
+  CHECK(age.get<double>() >= 0.0);
+  CHECK(age.get<double>() < 5.0);
+  CHECK(after["tiers"]["sessions"].empty()); // no call in flight
 }
 
 TEST_CASE_METHOD(fixture, "GET /metrics counts calls, verdicts and attempts") {
@@ -314,4 +347,130 @@ TEST_CASE_METHOD(fixture,
   CHECK(seen.find("event: breaker") != std::string::npos);
   CHECK(seen.find("\"source\":\"fast\"") != std::string::npos);
   CHECK(seen.find("\"to\":\"open\"") != std::string::npos);
+}
+
+namespace {
+
+// A raw client for streamed answers: sends one request, then reads what
+// arrives, noting when each piece came.
+struct stream_client {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  std::string all;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>>
+    pieces;
+
+  explicit stream_client(uint16_t port) {
+    stream.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port});
+  }
+
+  void send(http::verb method, const std::string& target,
+            const std::string& body = "") {
+    http::request<http::string_body> req{method, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(stream, req);
+  }
+
+  // Reads until `marker` has arrived (true), or the peer closes or 10 s
+  // pass (false).
+  bool read_until(const std::string& marker) {
+    while (all.find(marker) == std::string::npos) {
+      char buf[4096];
+      beast::error_code ec;
+      size_t n = 0;
+      stream.expires_after(10s);
+      stream.async_read_some(net::buffer(buf),
+                             [&](beast::error_code e, size_t k) {
+                               ec = e;
+                               n = k;
+                             });
+      ioc.restart();
+      ioc.run();
+      if (ec)
+        return false;
+      pieces.emplace_back(std::chrono::steady_clock::now(),
+                          std::string{buf, n});
+      all.append(buf, n);
+    }
+    return true;
+  }
+
+  // When the piece holding `text` arrived.
+  std::chrono::steady_clock::time_point arrival(const std::string& text) {
+    std::string so_far;
+    for (auto& [at, piece] : pieces) {
+      so_far += piece;
+      if (so_far.find(text) != std::string::npos)
+        return at;
+    }
+    return {};
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "a streamed call is passed through as server-sent "
+                          "events as they arrive") {
+  stream_client c{port()};
+  c.send(http::verb::post, "/stream", R"({"stream":true,"messages":[]})");
+  REQUIRE(c.read_until("0\r\n\r\n"));
+  CHECK(c.all.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(c.all.find("Content-Type: text/event-stream") != std::string::npos);
+  CHECK(c.all.find("Transfer-Encoding: chunked") != std::string::npos);
+  CHECK(c.all.find("simulated chunk 0") < c.all.find("simulated chunk 2"));
+  CHECK(c.all.find("data: [DONE]") != std::string::npos);
+  // Incremental: the first chunk came about 600 ms before [DONE], not with it.
+  auto first = c.arrival("simulated chunk 0");
+  auto done = c.arrival("data: [DONE]");
+  CHECK(done - first > 300ms);
+  // The connection stays usable after the stream.
+  c.all.clear();
+  c.pieces.clear();
+  c.send(http::verb::get, "/healthz");
+  REQUIRE(c.read_until("}"));
+  CHECK(c.all.find("\"status\":\"ok\"") != std::string::npos);
+  // The verdict and metrics count it as a success.
+  auto m = exchange(port(), http::verb::get, "/metrics");
+  CHECK(m.body.find("sluice_calls_total{route=\"/stream\",outcome=\"ok\"} 1") !=
+        std::string::npos);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a stream that breaks off ends with an error event") {
+  stream_client c{port()};
+  c.send(http::verb::post, "/breaks", R"({"stream":true})");
+  REQUIRE(c.read_until("0\r\n\r\n"));
+  CHECK(c.all.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  auto chunk = c.all.find("simulated chunk 0");
+  auto error = c.all.find("event: error");
+  CHECK(chunk != std::string::npos);
+  REQUIRE(error != std::string::npos);
+  CHECK(chunk < error);
+  CHECK(c.all.find("\"reason\":\"stream_interrupted\"") != std::string::npos);
+  CHECK(c.all.find("\"source\":\"breaky\"") != std::string::npos);
+  CHECK(c.all.find("data: [DONE]") == std::string::npos);
+  CHECK(eventually([&] { return front->in_flight() == 0; }));
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a client leaving mid-stream cancels the call") {
+  {
+    stream_client c{port()};
+    c.send(http::verb::post, "/stream", R"({"stream":true})");
+    REQUIRE(c.read_until("simulated chunk 0"));
+    CHECK(streamy.stats->in_flight == 1);
+    beast::error_code ec;
+    c.stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    c.stream.socket().close(ec);
+  }
+  CHECK(eventually([&] { return streamy.stats->cancelled == 1; }));
+  CHECK(eventually([&] {
+    return rt->tiers().global().status().in_use == 0 &&
+           rt->source("streamy").tier->load().in_use == 0 &&
+           front->in_flight() == 0;
+  }));
+  CHECK(streamy.stats->ok == 1); // it would have succeeded
+  CHECK(streamy.stats->in_flight == 0);
 }
