@@ -24,6 +24,8 @@ error_info describe(errc x) noexcept {
     return {"method_not_allowed", -32020, 405};
   case errc::payload_too_large:
     return {"payload_too_large", -32021, 413};
+  case errc::headers_too_large:
+    return {"headers_too_large", -32022, 431};
   }
   return {"unknown", -32000, 500};
 }

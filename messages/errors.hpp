@@ -35,6 +35,8 @@ enum class errc : uint8_t {
   method_not_allowed,
   /// The request body exceeds the configured limit. JSON -32021, HTTP 413.
   payload_too_large,
+  /// The request's header exceeds the limit (8 KiB). JSON -32022, HTTP 431.
+  headers_too_large,
 };
 
 /// The category atom of every Sluice error.

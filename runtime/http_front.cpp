@@ -316,6 +316,10 @@ private:
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == net::error::eof || ec == net::error::connection_reset)
       return close();
+    if (ec == http::error::header_limit)
+      return write(error_response(errc::headers_too_large,
+                                  "request header exceeds 8192 bytes", false,
+                                  11));
     if (ec == http::error::body_limit) {
       auto limit = std::to_string(front_.settings.max_body_bytes);
       return write(error_response(errc::payload_too_large,

@@ -23,16 +23,18 @@ TEST_CASE("every error has a distinct name and JSON code") {
   for (auto x :
        {errc::tool_busy, errc::all_sources_exhausted,
         errc::governance_backend_error, errc::upstream_error, errc::bad_request,
-        errc::not_found, errc::method_not_allowed, errc::payload_too_large}) {
+        errc::not_found, errc::method_not_allowed, errc::payload_too_large,
+        errc::headers_too_large}) {
     codes.insert(describe(x).json_code);
     names.insert(to_string(x));
   }
-  CHECK(codes.size() == 8);
-  CHECK(names.size() == 8);
+  CHECK(codes.size() == 9);
+  CHECK(names.size() == 9);
   CHECK(describe(errc::bad_request).http_status == 400);
   CHECK(describe(errc::not_found).http_status == 404);
   CHECK(describe(errc::method_not_allowed).http_status == 405);
   CHECK(describe(errc::payload_too_large).http_status == 413);
+  CHECK(describe(errc::headers_too_large).http_status == 431);
 }
 
 TEST_CASE("a tool_busy error names its tier") {
