@@ -125,11 +125,14 @@ TEST_CASE_METHOD(fixture,
                   call_request{"/v1/slow", "{}"})
         .then([](const source_reply&) {}, [](caf::error&) {});
   });
-  auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (src.stats->in_flight == 0 &&
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  // The upstream has the request (and is working on it) ...
+  while ((src.stats->in_flight == 0 || upstream.requests == 0) &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
   REQUIRE(src.stats->in_flight == 1);
+  REQUIRE(upstream.requests == 1);
+  // ... when the requester goes away.
   caf::anon_send_exit(requester, caf::exit_reason::kill);
   while (src.stats->cancelled == 0 &&
          std::chrono::steady_clock::now() < deadline)
