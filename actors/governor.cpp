@@ -277,6 +277,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
     call_result r;
     r.source = src.name;
     r.body = std::move(reply.body);
+    r.content_type = std::move(reply.content_type);
     r.upstream_status = reply.status;
     finish(self, std::move(r));
     return;
@@ -287,6 +288,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
     r.status = call_status::upstream_error;
     r.source = src.name;
     r.body = std::move(reply.body);
+    r.content_type = std::move(reply.content_type);
     r.upstream_status = reply.status;
     finish(self, std::move(r));
     return;

@@ -332,6 +332,8 @@ private:
           std::string_view{ra->value().data(), ra->value().size()},
           std::chrono::system_clock::now());
     r.body = std::move(res.body()); // empty when it was streamed
+    if (auto ct = res.find(http::field::content_type); ct != res.end())
+      r.content_type = std::string{ct->value()};
     if (res.keep_alive() && idle_.size() < cfg_.max_idle_connections)
       idle_.push_back(std::move(ex->stream));
     auto done = std::move(ex->done);

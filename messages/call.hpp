@@ -40,6 +40,9 @@ struct source_reply {
   std::string body;
   /// Retry-After given by the upstream (429 or 503).
   std::optional<duration> retry_after;
+  /// The media type of `body` if the upstream named one (HTTP
+  /// Content-Type); empty: JSON.
+  std::string content_type{};
 };
 
 /// One attempt of a call, for the caller's record.
@@ -76,6 +79,9 @@ struct call_result {
   /// The answer (ok) or the upstream's error body (upstream_error).
   std::string body;
   int upstream_status = 0;
+  /// The media type of `body` (ok, upstream_error) as the source gave it;
+  /// empty: JSON.
+  std::string content_type;
   /// For all_sources_exhausted: "stalled" or "retry_exhausted"; for an
   /// upstream_error of a streamed call: "stream_interrupted".
   std::string reason;

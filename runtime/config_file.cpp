@@ -165,8 +165,8 @@ void read_node(table_reader& r, node_settings& n) {
     auto port = listen->substr(colon + 1);
     char* end = nullptr;
     auto p = std::strtol(port.c_str(), &end, 10);
-    if (port.empty() || *end != '\0' || p < 1 || p > 65535)
-      r.fail("listen", "port must be in [1, 65535]");
+    if (port.empty() || *end != '\0' || p < 0 || p > 65535)
+      r.fail("listen", "port must be in [0, 65535] (0: any free port)");
     n.listen_host = listen->substr(0, colon);
     n.listen_port = static_cast<uint16_t>(p);
   }

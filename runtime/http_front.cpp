@@ -78,13 +78,18 @@ void set_retry_after(response& res, double seconds) {
 response render(const call_result& r, bool keep_alive, unsigned version) {
   switch (r.status) {
   case call_status::ok:
-    return make_response(200, r.body, keep_alive, version);
   case call_status::upstream_error: {
-    // Passed through with the upstream's status and body.
-    auto status = r.upstream_status >= 400 && r.upstream_status < 600
-                      ? static_cast<unsigned>(r.upstream_status)
-                      : 502u;
-    return make_response(status, r.body, keep_alive, version);
+    // Passed through with the upstream's body and media type; an upstream
+    // error with its status too.
+    auto status = 200u;
+    if (r.status == call_status::upstream_error)
+      status = r.upstream_status >= 400 && r.upstream_status < 600
+                   ? static_cast<unsigned>(r.upstream_status)
+                   : 502u;
+    auto res = make_response(status, r.body, keep_alive, version);
+    if (!r.content_type.empty())
+      res.set(http::field::content_type, r.content_type);
+    return res;
   }
   case call_status::tool_busy: {
     auto body = error_body(errc::tool_busy,

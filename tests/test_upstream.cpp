@@ -17,8 +17,9 @@ using namespace std::chrono_literals;
 namespace {
 
 std::string keyword(const std::string& target) {
-  static const char* known[] = {"ok",   "busy1",  "busy", "down",  "bad",
-                                "auth", "slow",   "cut",  "stall", "stream"};
+  static const char* known[] = {"ok",    "busy1",  "busy",  "down",
+                                "bad",   "auth",   "slow",  "cut",
+                                "stall", "stream", "teapot"};
   std::istringstream in{target.substr(0, target.find('?'))};
   std::string seg;
   while (std::getline(in, seg, '/'))
@@ -114,8 +115,8 @@ void test_upstream::serve(tcp::socket socket) {
     http::response<http::string_body> res{http::status::ok, 11};
     res.keep_alive(req.keep_alive());
     res.set(http::field::content_type, "application/json");
-    auto what = failing ? std::string{"down"}
-                        : keyword(std::string{req.target()});
+    auto what =
+        failing ? std::string{"down"} : keyword(std::string{req.target()});
     if (what == "ok") {
       res.body() = R"({"ok":true})";
     } else if (what == "busy") {
@@ -134,6 +135,10 @@ void test_upstream::serve(tcp::socket socket) {
     } else if (what == "bad") {
       res.result(400);
       res.body() = R"({"error":"bad request"})";
+    } else if (what == "teapot") {
+      res.result(418);
+      res.set(http::field::content_type, "text/plain");
+      res.body() = "short and stout";
     } else if (what == "auth") {
       res.body() = std::string{req[http::field::authorization]};
     } else if (what == "slow") {
@@ -143,8 +148,9 @@ void test_upstream::serve(tcp::socket socket) {
       }
     } else if (what == "stream" || what == "cut" || what == "stall") {
       // Chunked server-sent events, written as they are "generated".
-      std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         "Transfer-Encoding: chunked\r\n\r\n";
+      std::string head =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n";
       net::write(socket, net::buffer(head), ec);
       int events = what == "stream" ? 3 : 1;
       for (int i = 0; i < events && !ec; ++i) {

@@ -8,6 +8,7 @@
 //   busy1   429 (Retry-After: 1) to the first request, 200 after
 //   down    503                          bad    400 with a JSON error
 //   auth    200, body = the Authorization header it got
+//   teapot  418, text/plain "short and stout"
 //   slow    answers after 3 s (a hang; counts a client closing meanwhile)
 //   stream  200 text/event-stream, 3 events 150 ms apart, then [DONE]
 //   cut     200 text/event-stream, one event, then closes mid-body

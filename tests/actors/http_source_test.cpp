@@ -77,6 +77,11 @@ TEST_CASE_METHOD(fixture, "HTTP answers are classified with their status") {
   CHECK(bad.kind == policy::outcome_kind::permanent);
   CHECK(bad.status == 400);
   CHECK(bad.body == R"({"error":"bad request"})");
+  CHECK(bad.content_type == "application/json");
+  auto teapot = attempt("/v1/teapot");
+  CHECK(teapot.kind == policy::outcome_kind::permanent);
+  CHECK(teapot.status == 418);
+  CHECK(teapot.content_type == "text/plain"); // the front passes it on
 }
 
 TEST_CASE_METHOD(fixture, "keep-alive connections are reused") {
