@@ -286,7 +286,7 @@ TEST_CASE_METHOD(fixture,
 }
 
 TEST_CASE_METHOD(fixture,
-                 "every subscriber sees every transition in order; a dead "
+                 "every subscriber sees every transition in order - a dead "
                  "subscriber is dropped") {
   auto second = std::make_shared<std::vector<breaker_event>>();
   auto doomed = std::make_shared<std::vector<breaker_event>>();

@@ -239,7 +239,7 @@ TEST_CASE_METHOD(governor_fixture,
 }
 
 TEST_CASE_METHOD(governor_fixture,
-                 "seed case 9: only both windows exceeded stalls; scope "
+                 "seed case 9: only both windows exceeded stalls - scope "
                  "progress keeps a waiting call alive") {
   auto p = chat_policy();
   p.stall_window = 60s;

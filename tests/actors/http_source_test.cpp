@@ -102,7 +102,7 @@ TEST_CASE_METHOD(fixture, "a silent upstream is a timeout") {
   CHECK(r.kind == policy::outcome_kind::timeout);
 }
 
-TEST_CASE("an unreachable upstream is transient; bad settings are refused") {
+TEST_CASE("an unreachable upstream is transient - bad settings are refused") {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   http_source_config c;

@@ -180,7 +180,7 @@ TEST_CASE_METHOD(fixture,
 }
 
 TEST_CASE_METHOD(fixture,
-                 "upstream errors pass through; exhaustion is a 503 with "
+                 "upstream errors pass through - exhaustion is a 503 with "
                  "Retry-After") {
   auto picky = exchange(port(), http::verb::post, "/picky", "{}");
   CHECK(picky.status == 400);

@@ -125,7 +125,7 @@ TEST_CASE_METHOD(fixture,
 }
 
 TEST_CASE_METHOD(virtual_time_fixture,
-                 "calls in one session share its tier; other sessions do "
+                 "calls in one session share its tier - other sessions do "
                  "not wait") {
   runtime_config cfg;
   cfg.admission.session_cap = 1;
