@@ -1,0 +1,696 @@
+// sluice-node end to end: the node is built from config TEXT through the
+// config-file API (the path sluice-node takes), its sources are HTTP
+// sources in front of the shared test upstream, and the test talks to the
+// HTTP front over real sockets. Each case asserts what a user of the node
+// sees: statuses, bodies, headers, /status and /events.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "messages/errors.hpp"
+#include "runtime/config_file.hpp"
+#include "runtime/http_front.hpp"
+#include "test_upstream.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+using sluice::testing::test_upstream;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+// -- the node under test --------------------------------------------------------
+
+// The whole node, as a user would write it; `@` stands for the test
+// upstream's address. Each source's base_url picks the upstream's behaviour.
+const char* node_config_template = R"toml(
+seed = 7
+
+[node]
+max_body_bytes = 65536
+shutdown_grace_s = 1
+
+[admission]
+session_cap = 2
+wait_timeout_s = 0.2
+
+[kinds.chat]
+max_attempts = 3
+stall_window_s = 5
+timeout_s = 10
+backoff_base_s = 0.05
+backoff_cap_s = 0.2
+backoff_jitter = 0.5
+poll_interval_s = 0.1
+
+[kinds.oneshot]               # one attempt per call: each call is one outcome
+max_attempts = 1
+stall_window_s = 5
+timeout_s = 10
+backoff_base_s = 0.05
+backoff_cap_s = 0.2
+poll_interval_s = 0.1
+
+[sources.ok-src]
+type = "http"
+base_url = "@/ok"
+
+[sources.busy1-src]
+type = "http"
+base_url = "@/busy1"
+
+[sources.down-src]
+type = "http"
+base_url = "@/down"
+
+[sources.flaky]
+type = "http"
+base_url = "@/ok"
+  [sources.flaky.breaker]
+  window_size = 4
+  min_samples = 4
+  failure_rate_threshold = 0.5
+  open_duration_s = 1
+
+[sources.slow-src]
+type = "http"
+base_url = "@/slow"
+
+[sources.stream-src]
+type = "http"
+base_url = "@/stream"
+
+[routes."/v1/chat/completions"]
+sources = ["ok-src"]
+
+[routes."/v1/retry"]
+sources = ["busy1-src"]
+
+[routes."/v1/failover"]
+sources = ["down-src", "ok-src"]
+
+[routes."/v1/breaker"]
+kind = "oneshot"
+sources = ["flaky"]
+
+[routes."/v1/slow"]
+sources = ["slow-src"]
+
+[routes."/v1/stream"]
+sources = ["stream-src"]
+)toml";
+
+std::string node_config(const test_upstream& upstream) {
+  std::string text = node_config_template;
+  auto url = upstream.url();
+  for (auto at = text.find('@'); at != std::string::npos;
+       at = text.find('@', at + url.size()))
+    text.replace(at, 1, url);
+  return text;
+}
+
+// -- clients --------------------------------------------------------------------
+
+struct reply {
+  unsigned status = 0;
+  std::string body;
+  std::string retry_after;
+  std::string content_type;
+
+  json doc() const { return json::parse(body, nullptr, false); }
+};
+
+// Reads one response from `stream`, giving up after 10 s.
+reply read_reply(beast::tcp_stream& stream, net::io_context& ioc) {
+  beast::flat_buffer buf;
+  http::response<http::string_body> res;
+  beast::error_code ec;
+  stream.expires_after(10s);
+  http::async_read(stream, buf, res,
+                   [&](beast::error_code e, std::size_t) { ec = e; });
+  ioc.restart();
+  ioc.run();
+  if (ec)
+    return {0, "no reply: " + ec.message(), "", ""};
+  return {res.result_int(), res.body(),
+          std::string{res[http::field::retry_after]},
+          std::string{res[http::field::content_type]}};
+}
+
+// How long a client waits between connecting and sending a call. A request
+// that reaches the node before it has started reading the new connection can
+// trip a spurious "client gone" in its disconnect watch, which cancels the
+// call unanswered (see the first [node-bug] case at the end, which sends at
+// once). The [node] cases pause so that they test what they are about; set
+// this to zero once that bug is fixed.
+constexpr auto pause_before_call = 20ms;
+
+// One HTTP/1.1 exchange on a fresh connection (bounded: 10 s); `pause`
+// waits that long between connecting and sending.
+reply exchange(uint16_t port, http::verb method, const std::string& target,
+               const std::string& body = "", const std::string& session = "",
+               clk::duration pause = {}) {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::error_code ec;
+  stream.socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
+  if (ec)
+    return {0, "connect failed: " + ec.message(), "", ""};
+  std::this_thread::sleep_for(pause);
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::content_type, "application/json");
+  if (!session.empty())
+    req.set("X-Session-Id", session);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req, ec);
+  if (ec)
+    return {0, "write failed: " + ec.message(), "", ""};
+  auto r = read_reply(stream, ioc);
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return r;
+}
+
+// Sends `bytes` as they are (no HTTP framing by the client) and reads the
+// node's answer.
+reply raw_exchange(uint16_t port, const std::string& bytes) {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  beast::error_code ec;
+  stream.socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
+  if (ec)
+    return {0, "connect failed: " + ec.message(), "", ""};
+  net::write(stream.socket(), net::buffer(bytes), ec);
+  if (ec)
+    return {0, "write failed: " + ec.message(), "", ""};
+  return read_reply(stream, ioc);
+}
+
+template <class Pred>
+bool eventually(Pred pred, clk::duration limit = 10s) {
+  auto deadline = clk::now() + limit;
+  while (!pred() && clk::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  return pred();
+}
+
+// A client reading a chunked stream as it arrives (a streamed answer or
+// GET /events), noting when each piece came. Every read is bounded.
+struct stream_client {
+  net::io_context ioc;
+  beast::tcp_stream stream{ioc};
+  std::string all;
+  std::vector<std::pair<clk::time_point, std::string>> pieces;
+  bool closed = false;
+
+  explicit stream_client(uint16_t port,
+                         clk::duration pause = pause_before_call) {
+    stream.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port});
+    std::this_thread::sleep_for(pause);
+  }
+
+  void send(http::verb method, const std::string& target,
+            const std::string& body = "") {
+    http::request<http::string_body> req{method, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(stream, req);
+  }
+
+  bool has(const std::string& text) const {
+    return all.find(text) != std::string::npos;
+  }
+
+  // Reads until `marker` has arrived (true), or the peer closes or `limit`
+  // passes (false).
+  bool read_until(const std::string& marker, clk::duration limit = 10s) {
+    auto deadline = clk::now() + limit;
+    while (!has(marker)) {
+      if (closed || clk::now() >= deadline)
+        return false;
+      char buf[4096];
+      beast::error_code ec;
+      size_t n = 0;
+      stream.expires_at(deadline);
+      stream.async_read_some(net::buffer(buf),
+                             [&](beast::error_code e, size_t k) {
+                               ec = e;
+                               n = k;
+                             });
+      ioc.restart();
+      ioc.run();
+      if (n > 0) {
+        pieces.emplace_back(clk::now(), std::string{buf, n});
+        all.append(buf, n);
+      }
+      if (ec && ec != beast::error::timeout)
+        closed = true;
+    }
+    return true;
+  }
+
+  // When the piece completing `text` arrived.
+  clk::time_point arrival(const std::string& text) const {
+    std::string so_far;
+    for (auto& [at, piece] : pieces) {
+      so_far += piece;
+      if (so_far.find(text) != std::string::npos)
+        return at;
+    }
+    return {};
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().close(ec);
+  }
+};
+
+// -- the fixture -------------------------------------------------------------------
+
+struct node_fixture {
+  // Declared first: destroyed last, after the node's HTTP sources closed
+  // their keep-alive connections to it.
+  test_upstream upstream;
+  caf::actor_system_config caf_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<runtime> rt;
+  std::unique_ptr<http_front> front;
+
+  node_fixture() {
+    add_error_category(caf_cfg);
+    sys = std::make_unique<caf::actor_system>(caf_cfg);
+    // What sluice-node does with a config file and `--listen 127.0.0.1:0`.
+    auto cfg = parse_config(node_config(upstream), "node_test.toml");
+    cfg.node.listen_host = "127.0.0.1";
+    cfg.node.listen_port = 0;
+    rt = std::make_unique<runtime>(*sys, cfg.runtime);
+    install(*rt, cfg);
+    front = std::make_unique<http_front>(*rt, cfg.node);
+  }
+
+  ~node_fixture() {
+    front->shutdown(1s);
+    if (settle_before_teardown) {
+      // Let each HTTP source's I/O thread finish the exchange it just
+      // answered before the runtime drops its sources: that thread must not
+      // hold the last reference to its source actor (see the [node-bug]
+      // test on tearing the node down below).
+      eventually(
+          [&] {
+            for (auto& s : rt->sources())
+              if (s.tier->load().in_use != 0)
+                return false;
+            return true;
+          },
+          5s);
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+  bool settle_before_teardown = true;
+
+  uint16_t port() const { return front->port(); }
+
+  reply post(const std::string& route, const std::string& body = "{}",
+             const std::string& session = "",
+             clk::duration pause = pause_before_call) {
+    return exchange(port(), http::verb::post, route, body, session, pause);
+  }
+
+  // GET /status, parsed (a discarded value if it failed).
+  json status() {
+    auto r = exchange(port(), http::verb::get, "/status");
+    if (r.status != 200)
+      return json::value_t::discarded;
+    return r.doc();
+  }
+
+  static const json* source_in(const json& st, const std::string& name) {
+    if (!st.is_object() || !st.contains("sources"))
+      return nullptr;
+    for (auto& s : st["sources"])
+      if (s["name"] == name)
+        return &s;
+    return nullptr;
+  }
+
+  std::string breaker_state(const std::string& source) {
+    auto st = status();
+    auto s = source_in(st, source);
+    return s ? (*s)["breaker"]["state"].get<std::string>() : "?";
+  }
+
+  // Every admission tier has nothing in use and no source has anything in
+  // flight, per /status.
+  static bool all_returned(const json& st) {
+    if (!st.is_object())
+      return false;
+    auto& tiers = st["tiers"];
+    if (tiers["global"]["in_use"] != 0)
+      return false;
+    for (auto& t : tiers["sessions"])
+      if (t["in_use"] != 0)
+        return false;
+    for (auto& t : tiers["connections"])
+      if (t["in_use"] != 0)
+        return false;
+    for (auto& s : st["sources"])
+      if (s["in_flight"] != 0)
+        return false;
+    return true;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(node_fixture, "node: a call is answered by its HTTP upstream",
+                 "[node]") {
+  auto r = post("/v1/chat/completions", R"({"messages":[]})");
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"ok":true})");
+  CHECK(upstream.requests == 1);
+  auto h = exchange(port(), http::verb::get, "/healthz");
+  CHECK(h.status == 200);
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a 429 with Retry-After is retried once after the wait",
+                 "[node]") {
+  auto start = clk::now();
+  auto r = post("/v1/retry");
+  auto elapsed = clk::now() - start - pause_before_call;
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"ok":true,"after":"429"})");
+  CHECK(upstream.requests == 2); // the 429, then exactly one retry
+  // The retry honoured Retry-After: 1 (and did not take forever).
+  CHECK(elapsed >= 900ms);
+  CHECK(elapsed < 5s);
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a failing source fails over to the next one",
+                 "[node]") {
+  auto r = post("/v1/failover");
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"ok":true})");
+  CHECK(upstream.requests == 2); // down-src's 503, then ok-src
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a failing source's breaker opens and recovers through "
+                 "a probe - seen in /status and /events",
+                 "[node]") {
+  stream_client events{port()};
+  events.send(http::verb::get, "/events");
+  REQUIRE(events.read_until("\r\n\r\n"));
+  CHECK(events.all.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(events.has("text/event-stream"));
+  REQUIRE(breaker_state("flaky") == "closed");
+
+  upstream.failing = true;
+  // window_size = min_samples = 4, threshold 0.5: four failed calls (one
+  // attempt each) open it.
+  for (int i = 0; i < 4; ++i) {
+    auto r = post("/v1/breaker");
+    INFO("call " << i << ": " << r.body);
+    CHECK(r.status == 503);
+    CHECK(r.doc()["error"]["type"] == "all_sources_exhausted");
+  }
+  CHECK(eventually([&] { return breaker_state("flaky") == "open"; }, 5s));
+  CHECK(events.read_until(R"("source":"flaky","to":"open")", 5s));
+  CHECK(events.has("event: breaker"));
+
+  // The upstream recovers; past open_duration (1 s) the breaker is
+  // half-open and the next call is its probe.
+  upstream.failing = false;
+  auto opened = clk::now();
+  CHECK(eventually([&] { return breaker_state("flaky") == "half_open"; }, 5s));
+  CHECK(clk::now() - opened < 3s);
+  auto r = post("/v1/breaker");
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"ok":true})");
+  CHECK(eventually([&] { return breaker_state("flaky") == "closed"; }, 5s));
+  CHECK(events.read_until(R"("source":"flaky","to":"closed")", 5s));
+  INFO("events: " << events.all);
+  auto open_at = events.all.find(R"("source":"flaky","to":"open")");
+  auto half_at = events.all.find(R"("source":"flaky","to":"half_open")");
+  auto closed_at = events.all.find(R"("source":"flaky","to":"closed")");
+  REQUIRE(open_at != std::string::npos);
+  REQUIRE(half_at != std::string::npos);
+  REQUIRE(closed_at != std::string::npos);
+  CHECK(open_at < half_at);
+  CHECK(half_at < closed_at);
+  CHECK(events.has(R"("from":"half_open")"));
+  events.close();
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a full session answers the surplus with tool_busy 503 "
+                 "and Retry-After",
+                 "[node]") {
+  // session_cap 2, wait_timeout 0.2 s; the slow upstream holds each call
+  // for 3 s.
+  std::vector<reply> replies(4);
+  std::vector<clk::duration> took(4);
+  std::vector<std::thread> clients;
+  auto start = clk::now();
+  for (int i = 0; i < 4; ++i)
+    clients.emplace_back([&, i] {
+      replies[i] = post("/v1/slow", "{}", "crowd");
+      took[i] = clk::now() - start;
+    });
+  for (auto& t : clients)
+    t.join();
+  std::string all;
+  for (int i = 0; i < 4; ++i)
+    all += "\n  after " +
+           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              took[i])
+                              .count()) +
+           " ms: " + std::to_string(replies[i].status) + " " +
+           replies[i].body;
+  INFO("replies:" << all);
+  int ok = 0;
+  int busy = 0;
+  for (auto& r : replies) {
+    if (r.status == 200) {
+      ++ok;
+      continue;
+    }
+    ++busy;
+    CHECK(r.status == 503);
+    auto doc = r.doc();
+    CHECK(doc.is_object());
+    if (!doc.is_object())
+      continue;
+    CHECK(doc["error"]["code"] == -32016);
+    CHECK(doc["error"]["type"] == "tool_busy");
+    CHECK(doc["error"]["tier"] == "session");
+    CHECK_FALSE(r.retry_after.empty());
+  }
+  CHECK(ok == 2);
+  CHECK(busy == 2);
+  CHECK(upstream.requests == 2); // the surplus never reached the upstream
+  CHECK(eventually([&] { return all_returned(status()); }, 5s));
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a client leaving mid-call frees every tier and closes "
+                 "the upstream request",
+                 "[node]") {
+  stream_client c{port()};
+  c.send(http::verb::post, "/v1/slow", "{}");
+  // The call is at the upstream.
+  REQUIRE(eventually([&] { return upstream.requests == 1; }, 5s));
+  REQUIRE(eventually(
+      [&] {
+        auto st = status();
+        auto s = source_in(st, "slow-src");
+        return s && (*s)["in_flight"] == 1 &&
+               st["tiers"]["global"]["in_use"] == 1;
+      },
+      5s));
+  c.close();
+  auto closed_at = clk::now();
+  json last;
+  bool clear = false;
+  auto deadline = closed_at + 5s;
+  while (!clear && clk::now() < deadline) {
+    last = status();
+    clear = all_returned(last);
+  }
+  auto took = clk::now() - closed_at;
+  INFO("last /status: " << last.dump());
+  INFO("took " << std::chrono::duration_cast<std::chrono::milliseconds>(took)
+                      .count()
+               << " ms");
+  CHECK(clear);
+  CHECK(took < 100ms);
+  CHECK(eventually([&] { return upstream.closed_by_client == 1; }, 5s));
+  CHECK(eventually([&] { return status()["calls_in_flight"] == 0; }, 5s));
+  CHECK(upstream.requests == 1);
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a streamed answer is passed through as it arrives",
+                 "[node]") {
+  stream_client c{port()};
+  c.send(http::verb::post, "/v1/stream", R"({"stream":true,"messages":[]})");
+  REQUIRE(c.read_until("0\r\n\r\n"));
+  INFO("stream: " << c.all);
+  CHECK(c.all.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(c.has("Content-Type: text/event-stream"));
+  CHECK(c.has("part 0"));
+  CHECK(c.has("part 2"));
+  CHECK(c.has("data: [DONE]"));
+  // The upstream spaces its events 150 ms apart: relayed as they come, the
+  // first reaches the client ~300 ms before [DONE].
+  auto first = c.arrival("part 0");
+  auto done = c.arrival("data: [DONE]");
+  CHECK(done - first > 200ms);
+  CHECK(upstream.requests == 1);
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: malformed HTTP and a header flood get JSON errors "
+                 "and leave the node serving",
+                 "[node]") {
+  auto still_serving = [&] {
+    CHECK(exchange(port(), http::verb::get, "/healthz").status == 200);
+    CHECK(eventually([&] { return all_returned(status()); }, 5s));
+    CHECK(status()["tiers"]["global"]["in_use"] == 0);
+  };
+  SECTION("garbage bytes") {
+    auto r = raw_exchange(port(), "GARBAGE\x01\x02 not http at all\r\n\r\n");
+    INFO(r.body);
+    CHECK(r.status == 400);
+    auto doc = r.doc();
+    REQUIRE(doc.is_object());
+    CHECK(doc["error"]["type"] == "bad_request");
+    CHECK(doc["error"]["code"] == -32600);
+    still_serving();
+  }
+  SECTION("a TLS hello on the plain port") {
+    auto r = raw_exchange(port(), std::string{"\x16\x03\x01\x02\x00\x01\x00\x01"
+                                              "\xfc\x03\x03",
+                                              11});
+    INFO(r.body);
+    CHECK(r.status == 400);
+    CHECK(r.doc()["error"]["type"] == "bad_request");
+    still_serving();
+  }
+  SECTION("200 headers of 100 bytes") {
+    std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    for (int i = 0; i < 200; ++i) {
+      auto name = "X-Flood-" + std::to_string(1000 + i) + ": ";
+      req += name + std::string(100 - name.size() - 2, 'a') + "\r\n";
+    }
+    req += "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+    auto r = raw_exchange(port(), req);
+    INFO("status " << r.status << ": " << r.body);
+    CHECK(r.status >= 400);
+    CHECK(r.status < 500);
+    auto doc = r.doc();
+    REQUIRE(doc.is_object());
+    CHECK(doc["error"]["message"].is_string());
+    CHECK(upstream.requests == 0);
+    still_serving();
+  }
+}
+
+
+// -- bugs found: these fail until the node is fixed ---------------------------
+//
+// Tagged [node-bug] rather than [node], so the [node] cases stay a stable
+// signal; CTest runs both.
+
+// A client that connects, sends one request at once and waits for the
+// answer must get it. The front's disconnect watch (a read-readiness wait on
+// the client socket, taken as "closed" when no bytes are available) fires
+// spuriously now and then - with nothing to read and no EOF (a MSG_PEEK recv
+// there gives EAGAIN) - and cancels the call, closing the connection without
+// an answer. It happens when the request is sent right after connecting (a
+// few in 480 calls from 8 concurrent clients, ~0.3% of sequential calls);
+// pausing 5 ms between connect and send made it vanish (0 of 2500). Seen:
+// the client reads EOF and no response; /metrics counts outcome="cancelled".
+TEST_CASE_METHOD(node_fixture,
+                 "node: every call of a client that stays connected is "
+                 "answered",
+                 "[node-bug]") {
+  constexpr int clients = 8;
+  constexpr int calls = 60;
+  std::vector<std::vector<reply>> got(clients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&, c] {
+      for (int i = 0; i < calls; ++i)
+        got[c].push_back(post("/v1/chat/completions", "{}", "", 0ms));
+    });
+  for (auto& t : threads)
+    t.join();
+  int answered = 0;
+  std::string lost;
+  for (auto& replies : got)
+    for (auto& r : replies) {
+      if (r.status == 200 && r.body == R"({"ok":true})")
+        ++answered;
+      else
+        lost += "\n  " + std::to_string(r.status) + " " + r.body;
+    }
+  INFO("not answered:" << lost);
+  CHECK(answered == clients * calls);
+  auto metrics = exchange(port(), http::verb::get, "/metrics").body;
+  auto cancelled = metrics.find("outcome=\"cancelled\"");
+  INFO("metrics: " << metrics.substr(0, metrics.find("# HELP", 10)));
+  CHECK(cancelled == std::string::npos);
+}
+
+// Tearing the node down (front, then runtime, then actor system) right
+// after a call must not abort the process. An HTTP source's I/O thread holds
+// a strong reference to its source actor (captured in the attempt's done
+// callback) until just after it has handed the answer over; if the runtime
+// has dropped its own reference by then, the actor is destroyed on that I/O
+// thread, whose engine destructor joins the I/O thread itself: std::thread::
+// join throws "Resource deadlock avoided" in a destructor, std::terminate,
+// SIGABRT. Three busy threads stand for a loaded host.
+TEST_CASE("node: tearing the node down right after streamed calls does not "
+          "abort the process",
+          "[node-bug]") {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (int i = 0; i < 3; ++i)
+    load.emplace_back([&] {
+      while (!stop)
+        std::this_thread::yield();
+    });
+  for (int i = 0; i < 100; ++i) {
+    node_fixture node;
+    node.settle_before_teardown = false;
+    auto r = node.post("/v1/stream", R"({"stream":true})");
+    CHECK(r.status == 200);
+  }
+  stop = true;
+  for (auto& t : load)
+    t.join();
+}
