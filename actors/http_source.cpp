@@ -95,9 +95,9 @@ constexpr uint64_t max_unary_body = 64 * 1024 * 1024;
 // The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
 // Everything below runs on that one thread.
 //
-// Owned by its source actor alone: the actor's state destroys it on a CAF
-// thread, which stops and joins the I/O thread first, so no handler ever runs
-// after (and never on) the destruction. Handlers therefore capture `this`.
+// Owned by its source actor alone: the actor's state destroys it (through
+// `dispose`), which stops and joins the I/O thread first, so no handler ever
+// runs after the destruction. Handlers therefore capture `this`.
 class client_engine {
 public:
   using done_fn = std::function<void(source_reply)>;
@@ -119,6 +119,19 @@ public:
     ioc_.stop();
     if (thread_.joinable())
       thread_.join();
+  }
+
+  /// Destroys an engine. Usually on a CAF thread; but when a handler drops
+  /// the last reference to the source actor (an answer's callback holds
+  /// one), the actor and its engine go on the engine's own I/O thread,
+  /// which cannot join itself: a helper thread does it once that handler
+  /// has returned.
+  static void dispose(std::unique_ptr<client_engine> e) {
+    if (e && std::this_thread::get_id() == e->thread_.get_id()) {
+      std::thread{[e = std::move(e)]() mutable { e.reset(); }}.detach();
+      return;
+    }
+    e.reset();
   }
 
   void start(uint64_t id, call_request req, done_fn done) {
@@ -367,6 +380,8 @@ struct http_source_state {
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, pending> pending_attempts;
+
+  ~http_source_state() { client_engine::dispose(std::move(engine)); }
 
   static inline const char* name = "sluice.http_source";
 };

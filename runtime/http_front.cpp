@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -14,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include <sys/socket.h>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -42,6 +45,23 @@ using tcp = net::ip::tcp;
 using json = nlohmann::json;
 
 namespace {
+
+// What a readable client socket holds, peeked without consuming anything. A
+// wakeup for readability is not proof of either: Asio may report a socket
+// readable from readiness it saw earlier, with nothing there now.
+enum class peer_state { closed, has_data, quiet };
+
+peer_state peek_peer(tcp::socket& socket) {
+  char byte;
+  auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0)
+    return peer_state::has_data;
+  if (n == 0)
+    return peer_state::closed; // orderly shutdown
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+    return peer_state::quiet;
+  return peer_state::closed; // reset or another error
+}
 
 // Limits, named once.
 constexpr auto read_timeout = std::chrono::seconds{60};
@@ -441,8 +461,8 @@ private:
     watch_client();
   }
 
-  // While the call runs, notice the client going away: a readable socket
-  // with nothing to read is a closed one. That cancels the call.
+  // While the call runs, notice the client going away (its socket reads
+  // EOF or fails). That cancels the call.
   void watch_client() {
     stream_.expires_never();
     stream_.socket().async_wait(
@@ -450,12 +470,16 @@ private:
         [self = shared_from_this(), seq = watch_seq_](beast::error_code ec) {
           if (ec || !self->pending_ || seq != self->watch_seq_)
             return; // stale: that call is over
-          beast::error_code ec2;
-          if (self->stream_.socket().available(ec2) == 0 || ec2) {
+          switch (peek_peer(self->stream_.socket())) {
+          case peer_state::closed:
             self->call_.cancel(); // the governor ends; permits come back
             self->closed_ = true;
+            return;
+          case peer_state::quiet:
+            return self->watch_client(); // a stale wakeup: keep watching
+          case peer_state::has_data:
+            return; // the client sent more (pipelining): read it later
           }
-          // Otherwise the client sent more (pipelining): read it later.
         });
   }
 
@@ -690,10 +714,23 @@ private:
     stream_.socket().async_wait(
         tcp::socket::wait_read,
         [self = shared_from_this()](beast::error_code ec) {
-          beast::error_code ec2;
-          if (ec || self->stream_.socket().available(ec2) == 0 || ec2)
+          if (ec)
             return self->fail_stream();
-          self->watch_event_client(); // ignore what the client sends
+          auto& socket = self->stream_.socket();
+          switch (peek_peer(socket)) {
+          case peer_state::closed:
+            return self->fail_stream();
+          case peer_state::has_data: {
+            // Ignore what the client sends (it is there: this won't block).
+            char sink[512];
+            beast::error_code ignored;
+            socket.read_some(net::buffer(sink), ignored);
+            break;
+          }
+          case peer_state::quiet:
+            break;
+          }
+          self->watch_event_client();
         });
   }
 
