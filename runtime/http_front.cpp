@@ -327,6 +327,24 @@ public:
   }
 
 private:
+  // From any thread: runs `fn(connection&)` on the connection's strand,
+  // unless the front has stopped its I/O or the connection is gone. Holds no
+  // executor: callbacks kept by actors may outlive the front's io_context.
+  template <class F>
+  static void post_to(const std::shared_ptr<http_front::impl::post_gate>& gate,
+                      const std::weak_ptr<connection>& weak, F fn) {
+    std::lock_guard<std::mutex> guard{gate->mx};
+    if (!gate->open)
+      return;
+    auto c = weak.lock();
+    if (!c)
+      return;
+    auto exec = c->stream_.get_executor();
+    net::post(exec, [c = std::move(c), fn = std::move(fn)]() mutable {
+      fn(*c);
+    });
+  }
+
   void do_read() {
     parser_.emplace();
     parser_->body_limit(front_.settings.max_body_bytes);
@@ -420,7 +438,6 @@ private:
     route_ = path;
     started_ = std::chrono::steady_clock::now();
     auto self = shared_from_this();
-    auto exec = stream_.get_executor();
     try {
       {
         std::lock_guard<std::mutex> guard{front_.pending_mx};
@@ -428,15 +445,9 @@ private:
       }
       std::weak_ptr<connection> weak = self;
       // On an actor thread: hand a piece of the answer, or the result, to
-      // the connection's strand, unless the front has stopped its I/O.
-      auto to_strand = [gate = front_.gate, weak, exec](auto fn) {
-        std::lock_guard<std::mutex> guard{gate->mx};
-        if (!gate->open)
-          return;
-        net::post(exec, [weak, fn = std::move(fn)]() mutable {
-          if (auto c = weak.lock())
-            fn(*c);
-        });
+      // the connection's strand.
+      auto to_strand = [gate = front_.gate, weak](auto fn) {
+        post_to(gate, weak, std::move(fn));
       };
       if (call.stream)
         opts.on_chunk = [to_strand](std::string bytes) {
@@ -536,19 +547,13 @@ private:
       front_.pending_connections.insert(shared_from_this());
     }
     std::weak_ptr<connection> weak = shared_from_this();
-    auto exec = stream_.get_executor();
-    auto gate = front_.gate;
-    auto answer = [weak, exec, gate, keep, version](json scopes) {
-      std::lock_guard<std::mutex> guard{gate->mx};
-      if (!gate->open)
-        return;
-      net::post(exec, [weak, scopes = std::move(scopes), keep, version] {
-        if (auto c = weak.lock()) {
-          c->forget_pending();
-          c->write(make_response(200, status_json(c->front_, scopes).dump(),
-                                 keep, version));
-        }
-      });
+    auto answer = [weak, gate = front_.gate, keep, version](json scopes) {
+      post_to(gate, weak,
+              [scopes = std::move(scopes), keep, version](connection& c) {
+                c.forget_pending();
+                c.write(make_response(
+                    200, status_json(c.front_, scopes).dump(), keep, version));
+              });
     };
     front_.rt.system().spawn(
         [scopes = front_.rt.scopes(), backend = front_.rt.backend(),
