@@ -177,6 +177,8 @@ caf::behavior chunk_collector(caf::event_based_actor*,
         rec->chunks.emplace_back(std::chrono::steady_clock::now(),
                                  std::move(bytes));
       },
+      // A ping: answered after every chunk sent before it was handled.
+      [](status_atom) { return true; },
   };
 }
 
@@ -195,7 +197,12 @@ TEST_CASE_METHOD(fixture, "a streamed 2xx answer is passed on as it arrives") {
     self->request(src.actor, 10s, attempt_atom_v, req)
         .receive([&](source_reply& r) { out = std::move(r); },
                  [&](caf::error&) { FAIL("no reply"); });
-    return std::make_pair(out, std::chrono::steady_clock::now());
+    auto replied = std::chrono::steady_clock::now();
+    // The chunks were sent before the reply; the collector has them once it
+    // answers a ping sent now.
+    self->request(collector, 10s, status_atom_v)
+        .receive([](bool) {}, [&](caf::error&) { FAIL("no collector"); });
+    return std::make_pair(out, replied);
   };
   SECTION("a whole stream: chunks first, then an empty ok reply") {
     auto [r, replied] = streamed("/v1/stream");
