@@ -14,6 +14,7 @@ packages=(
   catch2
   libtomlplusplus-dev
   nlohmann-json3-dev
+  libbenchmark-dev
 )
 # The JS end-to-end test (tests/js) needs node and npm; a machine that has them
 # from elsewhere (e.g. a newer Node) keeps its own.

@@ -1,0 +1,182 @@
+// Governed calls on CAF's real scheduler, through the embedding facade:
+// spawn governor, admit (three tiers), select, attempt, record, release,
+// reply -- against zero-latency simulated sources.
+//
+//   governed_calls [calls_per_row] [max_in_flight]
+//                  (defaults 200000 and 100000; small numbers smoke)
+//
+// Prints, in one run:
+// - throughput of a closed loop with 1k, 10k and 100k calls in flight
+//   (the cost per call: wall time x cores / calls);
+// - the same with 10 and 1,000 sources on the route (each source breaker-
+//   guarded; the governor takes the first runnable one);
+// - memory per in-flight call: RSS growth with 100,000 calls parked on a
+//   source that never answers, divided by 100,000.
+// Targets (issue 6): >= 200k calls/s; cost flat within 1.5x from 1k to 100k
+// in flight; <= 4 KiB per in-flight call.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include "messages/errors.hpp"
+#include "runtime/runtime.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace sluice;
+
+long rss_bytes() {
+  std::ifstream in{"/proc/self/statm"};
+  long pages = 0, resident = 0;
+  in >> pages >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+runtime_config big_config() {
+  runtime_config cfg;
+  cfg.admission.session_cap = 1 << 20;
+  cfg.admission.connection_cap = 1 << 20;
+  cfg.admission.global_cap = 1 << 20;
+  cfg.admission.wait_timeout = 60s;
+  auto& k = cfg.kinds["chat"];
+  k.max_attempts = 1;
+  k.attempt_timeout = 600s;
+  k.stall_window = 600s;
+  return cfg;
+}
+
+source_settings roomy() {
+  source_settings s;
+  s.aimd.initial = s.aimd.max = 1 << 20;
+  s.breaker.window_size = 1000;
+  s.breaker.min_samples = 1000;
+  return s;
+}
+
+sim_config zero_latency(double hang = 0) {
+  sim_config c;
+  c.phases[0].latency_min = c.phases[0].latency_max = duration::zero();
+  c.phases[0].hang_rate = hang;
+  return c;
+}
+
+// A closed loop: `in_flight` calls at all times until `total` are done.
+// Returns calls per second.
+double closed_loop(runtime& rt, const std::string& route, long in_flight,
+                   long total) {
+  std::atomic<long> started{0}, finished{0}, failed{0};
+  std::mutex mx;
+  std::condition_variable cv;
+  std::function<void()> start_one;
+  start_one = [&] {
+    if (started.fetch_add(1) >= total)
+      return;
+    call_options opts;
+    opts.session = "bench";
+    rt.call(call_request{route, "{}"},
+            [&](call_result r) {
+              if (!r.ok())
+                ++failed;
+              if (finished.fetch_add(1) + 1 == total) {
+                std::lock_guard<std::mutex> guard{mx};
+                cv.notify_all();
+              }
+              start_one();
+            },
+            opts);
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < std::min(in_flight, total); ++i)
+    start_one();
+  {
+    std::unique_lock<std::mutex> guard{mx};
+    cv.wait(guard, [&] { return finished.load() >= total; });
+  }
+  std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
+  if (failed > 0)
+    fmt::print("  ({} calls failed)\n", failed.load());
+  return static_cast<double>(total) / d.count();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  long total = argc > 1 ? std::atol(argv[1]) : 200'000;
+  long max_in_flight = argc > 2 ? std::atol(argv[2]) : 100'000;
+  caf::actor_system_config caf_cfg;
+  add_error_category(caf_cfg);
+  caf::actor_system sys{caf_cfg};
+  auto cores = std::thread::hardware_concurrency();
+  fmt::print("governed calls, real scheduler, {} cores, {} calls per row\n",
+             cores, total);
+  {
+    // Memory: calls parked on a source that never answers.
+    long parked = max_in_flight;
+    runtime rt{sys, big_config()};
+    auto hang = rt.add_simulated_source("hang", zero_latency(1.0), roomy());
+    rt.add_route({"/hang", "chat", {"hang"}, {}, {}});
+    std::this_thread::sleep_for(200ms);
+    auto before = rss_bytes();
+    std::vector<call_handle> calls;
+    calls.reserve(parked);
+    call_options opts;
+    opts.session = "parked";
+    for (long i = 0; i < parked; ++i)
+      calls.push_back(
+          rt.call(call_request{"/hang", "{}"}, [](call_result) {}, opts));
+    while (hang.stats->in_flight < parked)
+      std::this_thread::sleep_for(10ms);
+    std::this_thread::sleep_for(200ms);
+    auto after = rss_bytes();
+    fmt::print("memory per in-flight call: {:.0f} bytes ({} calls parked, RSS "
+               "+{:.1f} MiB)\n",
+               static_cast<double>(after - before) / parked, parked,
+               (after - before) / 1048576.0);
+    for (auto& c : calls)
+      c.cancel();
+    while (hang.stats->in_flight > 0)
+      std::this_thread::sleep_for(10ms);
+  }
+  {
+    runtime rt{sys, big_config()};
+    rt.add_simulated_source("s", zero_latency(), roomy());
+    rt.add_route({"/one", "chat", {"s"}, {}, {}});
+    std::vector<std::string> ten, thousand;
+    for (int i = 0; i < 1000; ++i) {
+      auto name = "s" + std::to_string(i);
+      rt.add_simulated_source(name, zero_latency(), roomy());
+      if (i < 10)
+        ten.push_back(name);
+      thousand.push_back(name);
+    }
+    rt.add_route({"/ten", "chat", ten, {}, {}});
+    rt.add_route({"/thousand", "chat", thousand, {}, {}});
+    fmt::print("{:<34} {:>12} {:>14}\n", "route, calls in flight", "calls/s",
+               "ns/call/core");
+    auto row = [&](const std::string& route, long in_flight) {
+      auto rate = closed_loop(rt, route, in_flight, total);
+      fmt::print("{:<34} {:>12.0f} {:>14.0f}\n",
+                 route + ", " + std::to_string(in_flight), rate,
+                 1e9 * cores / rate);
+    };
+    for (long n : {1'000L, 10'000L, 100'000L})
+      if (n <= max_in_flight)
+        row("/one", std::min(n, total));
+    row("/ten", std::min(1'000L, total));
+    row("/thousand", std::min(1'000L, total));
+  }
+  return 0;
+}
