@@ -67,8 +67,19 @@ struct running_attempt {
 // What a backoff or poll timer does when it fires.
 enum class after_sleep { next_round, stall_check_then_round };
 
+// The callback of a callback-form call, shared with the functor that reports
+// a cancellation when the governor terminates without a result.
+struct done_callback {
+  std::function<void(call_result)> fn;
+  bool called = false; // only touched on the governor's thread
+};
+
 struct governor_state {
   governor_config cfg;
+  std::shared_ptr<done_callback> done;
+  /// A callback-form governor keeps itself alive until it is done: nothing
+  /// else need reference it.
+  caf::actor self_ref;
   caf::typed_response_promise<call_result> promise;
   bool started = false;
   std::optional<policy::stall_clock> clock;
@@ -120,7 +131,13 @@ void finish(governor_actor* self, call_result result) {
   auto& st = self->state;
   result.attempts = std::move(st.attempts);
   st.ticket.release(self);
-  st.promise.deliver(std::move(result));
+  if (st.done) {
+    st.done->called = true;
+    st.done->fn(std::move(result));
+  } else {
+    st.promise.deliver(std::move(result));
+  }
+  st.self_ref = nullptr;
   self->quit();
 }
 
@@ -453,6 +470,20 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.rng.seed(st.cfg.seed);
+  if (st.cfg.on_done) {
+    st.done = std::make_shared<done_callback>();
+    st.done->fn = std::move(st.cfg.on_done);
+    st.self_ref = caf::actor_cast<caf::actor>(self);
+    // Terminated without a result (killed: the call was cancelled).
+    self->attach_functor([done = st.done] {
+      if (!done->called) {
+        done->called = true;
+        call_result r;
+        r.status = call_status::cancelled;
+        done->fn(std::move(r));
+      }
+    });
+  }
   // Attempt runners are linked to us; their exits (normal, or the kill we
   // send on a timeout) must not take us down.
   self->set_exit_handler([](caf::exit_msg&) {});
@@ -501,7 +532,9 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         if (!st.current || st.current->tag != tag || bytes.empty())
           return; // from an attempt that is over
         st.committed = true;
-        if (st.caller)
+        if (st.cfg.on_chunk)
+          st.cfg.on_chunk(std::move(bytes));
+        else if (st.caller)
           self->send(st.caller, stream_chunk_atom_v, std::move(bytes));
       },
       [self](first_byte_atom, uint64_t tag) {

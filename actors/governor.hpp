@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,13 @@ struct governor_config {
   std::shared_ptr<const route_plan> route;
   /// Seeds the governor's jitter and weighted order (deterministic tests).
   uint64_t seed = 0;
+  /// Callback form (no requester actor): called once, on the governor's
+  /// thread, with the result -- or with `call_status::cancelled` if the
+  /// governor terminates without one. Start such a governor with an
+  /// anonymous `call_atom`.
+  std::function<void(call_result)> on_done;
+  /// With `on_done`: each piece of a streamed answer, before the result.
+  std::function<void(std::string)> on_chunk;
 };
 
 /// Spawns the governor of one call (SPEC §3). Send it `call_atom` to start;

@@ -36,49 +36,6 @@ void with_key_prefix(const std::string& prefix, F f) {
   }
 }
 
-// Waits for one governor on behalf of a callback: delivers its result, or
-// `cancelled` if it terminated without one.
-struct call_client_state {
-  // Keeps this actor alive until its governor ends: only the governor's
-  // pending reply would reference it otherwise, and an actor nobody
-  // references is terminated before it can see the `down_msg`.
-  caf::actor self_ref;
-  bool answered = false;
-
-  static inline const char* name = "sluice.call_client";
-};
-
-caf::behavior call_client(caf::stateful_actor<call_client_state>* self,
-                          caf::actor governor,
-                          std::function<void(call_result)> done,
-                          std::function<void(std::string)> on_chunk) {
-  self->state.self_ref = caf::actor_cast<caf::actor>(self);
-  self->monitor(governor);
-  self->set_down_handler([self, done](caf::down_msg&) {
-    if (!self->state.answered) {
-      call_result r;
-      r.status = call_status::cancelled;
-      done(std::move(r));
-    }
-    self->quit();
-  });
-  self->request(governor, caf::infinite, call_atom_v)
-      .then(
-          [self, done](call_result& r) {
-            self->state.answered = true;
-            done(std::move(r));
-          },
-          [](caf::error&) {
-            // The governor died without answering: the down handler reports it.
-          });
-  return {
-      [on_chunk](stream_chunk_atom, std::string& bytes) {
-        if (on_chunk)
-          on_chunk(std::move(bytes));
-      },
-  };
-}
-
 } // namespace
 
 // -- call_handle --------------------------------------------------------------
@@ -226,7 +183,17 @@ tier_handle runtime::session(const std::string& id) {
 
 caf::actor runtime::spawn_call(call_request request,
                                const call_options& options) {
+  return spawn_governor(sys_,
+                        make_governor_config(std::move(request), options, {}));
+}
+
+governor_config
+runtime::make_governor_config(call_request request, const call_options& options,
+                              std::function<void(call_result)> done) {
   governor_config g;
+  g.on_done = std::move(done);
+  if (g.on_done)
+    g.on_chunk = options.on_chunk;
   g.route = route(request.route);
   g.admission = tiers_.path(session(options.session),
                             options.connection.value_or(embedded_connection_));
@@ -236,14 +203,16 @@ caf::actor runtime::spawn_call(call_request request,
     std::lock_guard<std::mutex> guard{mx_};
     g.seed = next_seed_++;
   }
-  return spawn_governor(sys_, std::move(g));
+  return g;
 }
 
 call_handle runtime::call(call_request request,
                           std::function<void(call_result)> done,
                           const call_options& options) {
-  auto gov = spawn_call(std::move(request), options);
-  sys_.spawn(call_client, gov, std::move(done), options.on_chunk);
+  // The governor calls back itself: no waiting actor per call.
+  auto gov = spawn_governor(sys_, make_governor_config(std::move(request),
+                                                       options, std::move(done)));
+  caf::anon_send(gov, call_atom_v);
   return call_handle{gov};
 }
 

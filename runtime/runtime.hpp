@@ -160,6 +160,10 @@ public:
 private:
   std::shared_ptr<const route_plan> route(const std::string& name) const;
 
+  governor_config make_governor_config(call_request request,
+                                       const call_options& options,
+                                       std::function<void(call_result)> done);
+
   caf::actor_system& sys_;
   runtime_config cfg_;
   admission_tiers tiers_;
