@@ -20,6 +20,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/requester_index.hpp"
 #include "runtime/policy/http_outcome.hpp"
 
 namespace sluice {
@@ -380,6 +381,7 @@ struct http_source_state {
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, pending> pending_attempts;
+  requester_index by_requester;
 
   ~http_source_state() { client_engine::dispose(std::move(engine)); }
 
@@ -395,16 +397,11 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
   // A requester that terminated cancelled its attempts: close them upstream.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    for (auto i = st.pending_attempts.begin();
-         i != st.pending_attempts.end();) {
-      if (i->second.requester == dm.source) {
-        st.engine->cancel(i->first);
+    for (auto id : st.by_requester.take(dm.source))
+      if (st.pending_attempts.erase(id) > 0) {
+        st.engine->cancel(id);
         --st.stats->in_flight;
-        i = st.pending_attempts.erase(i);
-      } else {
-        ++i;
       }
-    }
   });
   return {
       [self](attempt_atom,
@@ -417,6 +414,7 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         st.pending_attempts.emplace(
             id, pending{self->make_response_promise(), requester});
+        st.by_requester.add(requester, id);
         if (requester)
           self->monitor(requester);
         auto me = caf::actor_cast<caf::actor>(self);
@@ -434,6 +432,7 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
         --st.stats->in_flight;
         auto p = std::move(i->second);
         st.pending_attempts.erase(i);
+        st.by_requester.remove(p.requester, id);
         if (p.requester)
           self->demonitor(p.requester);
         p.promise.deliver(std::move(r));

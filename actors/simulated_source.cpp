@@ -10,6 +10,8 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/requester_index.hpp"
+
 namespace sluice {
 
 void validate(const sim_config& cfg) {
@@ -77,6 +79,7 @@ struct sim_state {
   time_point started{};
   uint64_t next_id = 1;
   std::unordered_map<uint64_t, pending_attempt> pending;
+  requester_index by_requester;
 
   static inline const char* name = "sluice.simulated_source";
 
@@ -145,15 +148,11 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
   // A requester that terminated cancelled its attempts.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    for (auto i = st.pending.begin(); i != st.pending.end();) {
-      if (i->second.requester == dm.source) {
+    for (auto id : st.by_requester.take(dm.source))
+      if (st.pending.erase(id) > 0) {
         --st.stats->in_flight;
         ++st.stats->cancelled;
-        i = st.pending.erase(i);
-      } else {
-        ++i;
       }
-    }
   });
   return {
       [self](attempt_atom,
@@ -191,6 +190,7 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
                                sim_chunk_atom::value, id, k);
         }
         st.pending.emplace(id, std::move(pa));
+        st.by_requester.add(requester, id);
         if (requester)
           self->monitor(requester);
         // A zero latency answers without the clock thread (benchmarks).
@@ -217,6 +217,7 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
         --st.stats->in_flight;
         auto p = std::move(i->second);
         st.pending.erase(i);
+        st.by_requester.remove(p.requester, id);
         if (p.requester)
           self->demonitor(p.requester);
         if (p.stream_to && !p.breaks)

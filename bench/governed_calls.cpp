@@ -2,8 +2,9 @@
 // spawn governor, admit (three tiers), select, attempt, record, release,
 // reply -- against zero-latency simulated sources.
 //
-//   governed_calls [calls_per_row] [max_in_flight]
-//                  (defaults 200000 and 100000; small numbers smoke)
+//   governed_calls [calls_per_row] [max_in_flight] [parked]
+//                  (defaults 200000, 100000 and max_in_flight; small numbers
+//                  smoke)
 //
 // Prints, in one run:
 // - throughput of a closed loop with 1k, 10k and 100k calls in flight
@@ -116,6 +117,7 @@ double closed_loop(runtime& rt, const std::string& route, long in_flight,
 int main(int argc, char** argv) {
   long total = argc > 1 ? std::atol(argv[1]) : 200'000;
   long max_in_flight = argc > 2 ? std::atol(argv[2]) : 100'000;
+  long parked = argc > 3 ? std::atol(argv[3]) : max_in_flight;
   caf::actor_system_config caf_cfg;
   add_error_category(caf_cfg);
   caf::actor_system sys{caf_cfg};
@@ -124,7 +126,6 @@ int main(int argc, char** argv) {
              cores, total);
   {
     // Memory: calls parked on a source that never answers.
-    long parked = max_in_flight;
     runtime rt{sys, big_config()};
     auto hang = rt.add_simulated_source("hang", zero_latency(1.0), roomy());
     rt.add_route({"/hang", "chat", {"hang"}, {}, {}});
@@ -145,10 +146,14 @@ int main(int argc, char** argv) {
                "+{:.1f} MiB)\n",
                static_cast<double>(after - before) / parked, parked,
                (after - before) / 1048576.0);
+    // Cancelling them all gives everything back (and must not take long).
+    auto t0 = std::chrono::steady_clock::now();
     for (auto& c : calls)
       c.cancel();
     while (hang.stats->in_flight > 0)
-      std::this_thread::sleep_for(10ms);
+      std::this_thread::sleep_for(1ms);
+    std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
+    fmt::print("cancelling {} parked calls: {:.2f} s\n", parked, d.count());
   }
   {
     runtime rt{sys, big_config()};
