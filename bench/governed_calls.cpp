@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
   long parked = argc > 3 ? std::atol(argv[3]) : max_in_flight;
   caf::actor_system_config caf_cfg;
   add_error_category(caf_cfg);
+  // Optional: SLUICE_BENCH_SCHEDULER=sharing|stealing (CAF's scheduler).
+  if (auto policy = std::getenv("SLUICE_BENCH_SCHEDULER"))
+    caf_cfg.set("scheduler.policy", caf::atom_from_string(policy));
   caf::actor_system sys{caf_cfg};
   auto cores = std::thread::hardware_concurrency();
   fmt::print("governed calls, real scheduler, {} cores, {} calls per row\n",
