@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
 
   caf::actor_system_config caf_cfg;
   sluice::add_error_category(caf_cfg);
+  caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.node.scheduler));
   caf::actor_system sys{caf_cfg};
   try {
     sluice::runtime rt{sys, cfg.runtime};

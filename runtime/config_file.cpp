@@ -180,6 +180,11 @@ void read_node(table_reader& r, node_settings& n) {
       r.fail("shutdown_grace_s", "must not be negative");
     n.shutdown_grace = *x;
   }
+  if (auto x = r.string("scheduler")) {
+    if (*x != "sharing" && *x != "stealing")
+      r.fail("scheduler", "must be \"sharing\" or \"stealing\"");
+    n.scheduler = *x;
+  }
   r.done();
 }
 
@@ -548,6 +553,7 @@ std::string_view default_config_text() {
 listen = "127.0.0.1:8080"
 max_body_bytes = 1048576      # larger request bodies get 413
 shutdown_grace_s = 10         # SIGINT/SIGTERM: let in-flight calls finish
+scheduler = "sharing"         # CAF scheduler: "sharing" or "stealing"
 
 [admission]
 session_cap = 16              # calls in flight per session (X-Session-Id)

@@ -57,6 +57,7 @@ seed = 9
 listen = "0.0.0.0:9090"
 max_body_bytes = 2048
 shutdown_grace_s = 2.5
+scheduler = "stealing"
 [admission]
 session_cap = 4
 wait_timeout_s = 0.25
@@ -97,6 +98,7 @@ scope = "shared"
   CHECK(cfg.node.listen_host == "0.0.0.0");
   CHECK(cfg.node.listen_port == 9090);
   CHECK(cfg.node.max_body_bytes == 2048);
+  CHECK(cfg.node.scheduler == "stealing");
   CHECK(cfg.node.shutdown_grace == 2500ms);
   CHECK(cfg.runtime.admission.session_cap == 4);
   CHECK(cfg.runtime.admission.wait_timeout == 250ms);
@@ -169,6 +171,7 @@ TEST_CASE("nonsense values are refused, naming the key as written") {
        "sources.a.phases[0].hang_rate"},
       {"[node]\nlisten = \"localhost:99999\"\n", "node.listen"},
       {"[node]\nlisten = \"8080\"\n", "node.listen"},
+      {"[node]\nscheduler = \"fast\"\n", "node.scheduler"},
   };
   for (auto& c : cases) {
     INFO(c.text);
