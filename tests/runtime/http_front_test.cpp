@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "loopback_http.hpp"
 #include "messages/atoms.hpp"
 #include "messages/errors.hpp"
 
@@ -27,60 +28,14 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::json;
+using namespace sluice::testing::loopback;
 
 namespace {
-
-struct reply {
-  unsigned status = 0;
-  std::string body;
-  std::string retry_after;
-
-  json doc() const { return json::parse(body, nullptr, false); }
-};
-
-// One blocking HTTP/1.1 exchange on a fresh connection.
-reply exchange(uint16_t port, http::verb method, const std::string& target,
-               const std::string& body = "", const std::string& session = "") {
-  net::io_context ioc;
-  beast::tcp_stream stream{ioc};
-  stream.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port});
-  http::request<http::string_body> req{method, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.set(http::field::content_type, "application/json");
-  if (!session.empty())
-    req.set("X-Session-Id", session);
-  req.body() = body;
-  req.prepare_payload();
-  beast::error_code ec;
-  http::write(stream, req, ec);
-  beast::flat_buffer buf;
-  http::response<http::string_body> res;
-  // A hung exchange fails in seconds instead of blocking the test (the
-  // stream's timeout applies to asynchronous operations only).
-  stream.expires_after(10s);
-  beast::error_code read_ec;
-  http::async_read(stream, buf, res,
-                   [&](beast::error_code e, std::size_t) { read_ec = e; });
-  ioc.run();
-  if (ec || read_ec)
-    return {0, "exchange failed: " + (ec ? ec : read_ec).message(), ""};
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-  return {res.result_int(), res.body(),
-          std::string{res[http::field::retry_after]}};
-}
 
 sim_config latency(duration d) {
   sim_config s;
   s.phases[0].latency_min = s.phases[0].latency_max = d;
   return s;
-}
-
-template <class Pred>
-bool eventually(Pred pred) {
-  auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!pred() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
-  return pred();
 }
 
 struct fixture {
@@ -349,68 +304,6 @@ TEST_CASE_METHOD(fixture,
   CHECK(seen.find("\"to\":\"open\"") != std::string::npos);
 }
 
-namespace {
-
-// A raw client for streamed answers: sends one request, then reads what
-// arrives, noting when each piece came.
-struct stream_client {
-  net::io_context ioc;
-  beast::tcp_stream stream{ioc};
-  std::string all;
-  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>>
-    pieces;
-
-  explicit stream_client(uint16_t port) {
-    stream.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port});
-  }
-
-  void send(http::verb method, const std::string& target,
-            const std::string& body = "") {
-    http::request<http::string_body> req{method, target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    req.body() = body;
-    req.prepare_payload();
-    http::write(stream, req);
-  }
-
-  // Reads until `marker` has arrived (true), or the peer closes or 10 s
-  // pass (false).
-  bool read_until(const std::string& marker) {
-    while (all.find(marker) == std::string::npos) {
-      char buf[4096];
-      beast::error_code ec;
-      size_t n = 0;
-      stream.expires_after(10s);
-      stream.async_read_some(net::buffer(buf),
-                             [&](beast::error_code e, size_t k) {
-                               ec = e;
-                               n = k;
-                             });
-      ioc.restart();
-      ioc.run();
-      if (ec)
-        return false;
-      pieces.emplace_back(std::chrono::steady_clock::now(),
-                          std::string{buf, n});
-      all.append(buf, n);
-    }
-    return true;
-  }
-
-  // When the piece holding `text` arrived.
-  std::chrono::steady_clock::time_point arrival(const std::string& text) {
-    std::string so_far;
-    for (auto& [at, piece] : pieces) {
-      so_far += piece;
-      if (so_far.find(text) != std::string::npos)
-        return at;
-    }
-    return {};
-  }
-};
-
-} // namespace
-
 TEST_CASE_METHOD(fixture, "a streamed call is passed through as server-sent "
                           "events as they arrive") {
   stream_client c{port()};
@@ -437,8 +330,7 @@ TEST_CASE_METHOD(fixture, "a streamed call is passed through as server-sent "
         std::string::npos);
 }
 
-TEST_CASE_METHOD(fixture,
-                 "a stream that breaks off ends with an error event") {
+TEST_CASE_METHOD(fixture, "a stream that breaks off ends with an error event") {
   stream_client c{port()};
   c.send(http::verb::post, "/breaks", R"({"stream":true})");
   REQUIRE(c.read_until("0\r\n\r\n"));
@@ -454,8 +346,7 @@ TEST_CASE_METHOD(fixture,
   CHECK(eventually([&] { return front->in_flight() == 0; }));
 }
 
-TEST_CASE_METHOD(fixture,
-                 "a client leaving mid-stream cancels the call") {
+TEST_CASE_METHOD(fixture, "a client leaving mid-stream cancels the call") {
   {
     stream_client c{port()};
     c.send(http::verb::post, "/stream", R"({"stream":true})");

@@ -19,6 +19,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "loopback_http.hpp"
 #include "messages/errors.hpp"
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
@@ -32,11 +33,12 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using json = nlohmann::json;
 using sluice::testing::test_upstream;
-using clk = std::chrono::steady_clock;
+using namespace sluice::testing::loopback;
 
 namespace {
 
-// -- the node under test --------------------------------------------------------
+// -- the node under test
+// --------------------------------------------------------
 
 // The whole node, as a user would write it; `@` stands for the test
 // upstream's address. Each source's base_url picks the upstream's behaviour.
@@ -126,164 +128,11 @@ std::string node_config(const test_upstream& upstream) {
   return text;
 }
 
-// -- clients --------------------------------------------------------------------
+// -- clients
+// --------------------------------------------------------------------
 
-struct reply {
-  unsigned status = 0;
-  std::string body;
-  std::string retry_after;
-  std::string content_type;
-
-  json doc() const { return json::parse(body, nullptr, false); }
-};
-
-// Reads one response from `stream`, giving up after 10 s.
-reply read_reply(beast::tcp_stream& stream, net::io_context& ioc) {
-  beast::flat_buffer buf;
-  http::response<http::string_body> res;
-  beast::error_code ec;
-  stream.expires_after(10s);
-  http::async_read(stream, buf, res,
-                   [&](beast::error_code e, std::size_t) { ec = e; });
-  ioc.restart();
-  ioc.run();
-  if (ec)
-    return {0, "no reply: " + ec.message(), "", ""};
-  return {res.result_int(), res.body(),
-          std::string{res[http::field::retry_after]},
-          std::string{res[http::field::content_type]}};
-}
-
-// How long a client waits between connecting and sending a call: not at all
-// (a spurious "client gone" once cancelled such calls; see the regression
-// case at the end).
-constexpr auto pause_before_call = 0ms;
-
-// One HTTP/1.1 exchange on a fresh connection (bounded: 10 s); `pause`
-// waits that long between connecting and sending.
-reply exchange(uint16_t port, http::verb method, const std::string& target,
-               const std::string& body = "", const std::string& session = "",
-               clk::duration pause = {}) {
-  net::io_context ioc;
-  beast::tcp_stream stream{ioc};
-  beast::error_code ec;
-  stream.socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
-  if (ec)
-    return {0, "connect failed: " + ec.message(), "", ""};
-  std::this_thread::sleep_for(pause);
-  http::request<http::string_body> req{method, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.set(http::field::content_type, "application/json");
-  if (!session.empty())
-    req.set("X-Session-Id", session);
-  req.body() = body;
-  req.prepare_payload();
-  http::write(stream, req, ec);
-  if (ec)
-    return {0, "write failed: " + ec.message(), "", ""};
-  auto r = read_reply(stream, ioc);
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-  return r;
-}
-
-// Sends `bytes` as they are (no HTTP framing by the client) and reads the
-// node's answer.
-reply raw_exchange(uint16_t port, const std::string& bytes) {
-  net::io_context ioc;
-  beast::tcp_stream stream{ioc};
-  beast::error_code ec;
-  stream.socket().connect({net::ip::make_address("127.0.0.1"), port}, ec);
-  if (ec)
-    return {0, "connect failed: " + ec.message(), "", ""};
-  net::write(stream.socket(), net::buffer(bytes), ec);
-  if (ec)
-    return {0, "write failed: " + ec.message(), "", ""};
-  return read_reply(stream, ioc);
-}
-
-template <class Pred>
-bool eventually(Pred pred, clk::duration limit = 10s) {
-  auto deadline = clk::now() + limit;
-  while (!pred() && clk::now() < deadline)
-    std::this_thread::sleep_for(5ms);
-  return pred();
-}
-
-// A client reading a chunked stream as it arrives (a streamed answer or
-// GET /events), noting when each piece came. Every read is bounded.
-struct stream_client {
-  net::io_context ioc;
-  beast::tcp_stream stream{ioc};
-  std::string all;
-  std::vector<std::pair<clk::time_point, std::string>> pieces;
-  bool closed = false;
-
-  explicit stream_client(uint16_t port,
-                         clk::duration pause = pause_before_call) {
-    stream.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port});
-    std::this_thread::sleep_for(pause);
-  }
-
-  void send(http::verb method, const std::string& target,
-            const std::string& body = "") {
-    http::request<http::string_body> req{method, target, 11};
-    req.set(http::field::host, "127.0.0.1");
-    req.body() = body;
-    req.prepare_payload();
-    http::write(stream, req);
-  }
-
-  bool has(const std::string& text) const {
-    return all.find(text) != std::string::npos;
-  }
-
-  // Reads until `marker` has arrived (true), or the peer closes or `limit`
-  // passes (false).
-  bool read_until(const std::string& marker, clk::duration limit = 10s) {
-    auto deadline = clk::now() + limit;
-    while (!has(marker)) {
-      if (closed || clk::now() >= deadline)
-        return false;
-      char buf[4096];
-      beast::error_code ec;
-      size_t n = 0;
-      stream.expires_at(deadline);
-      stream.async_read_some(net::buffer(buf),
-                             [&](beast::error_code e, size_t k) {
-                               ec = e;
-                               n = k;
-                             });
-      ioc.restart();
-      ioc.run();
-      if (n > 0) {
-        pieces.emplace_back(clk::now(), std::string{buf, n});
-        all.append(buf, n);
-      }
-      if (ec && ec != beast::error::timeout)
-        closed = true;
-    }
-    return true;
-  }
-
-  // When the piece completing `text` arrived.
-  clk::time_point arrival(const std::string& text) const {
-    std::string so_far;
-    for (auto& [at, piece] : pieces) {
-      so_far += piece;
-      if (so_far.find(text) != std::string::npos)
-        return at;
-    }
-    return {};
-  }
-
-  void close() {
-    beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream.socket().close(ec);
-  }
-};
-
-// -- the fixture -------------------------------------------------------------------
+// -- the fixture
+// -------------------------------------------------------------------
 
 struct node_fixture {
   // Declared first: destroyed last, after the node's HTTP sources closed
@@ -306,17 +155,13 @@ struct node_fixture {
     front = std::make_unique<http_front>(*rt, cfg.node);
   }
 
-  ~node_fixture() {
-    front->shutdown(1s);
-  }
-
+  ~node_fixture() { front->shutdown(1s); }
 
   uint16_t port() const { return front->port(); }
 
   reply post(const std::string& route, const std::string& body = "{}",
-             const std::string& session = "",
-             clk::duration pause = pause_before_call) {
-    return exchange(port(), http::verb::post, route, body, session, pause);
+             const std::string& session = "") {
+    return exchange(port(), http::verb::post, route, body, session);
   }
 
   // GET /status, parsed (a discarded value if it failed).
@@ -380,7 +225,7 @@ TEST_CASE_METHOD(node_fixture,
                  "[node]") {
   auto start = clk::now();
   auto r = post("/v1/retry");
-  auto elapsed = clk::now() - start - pause_before_call;
+  auto elapsed = clk::now() - start;
   CHECK(r.status == 200);
   CHECK(r.body == R"({"ok":true,"after":"429"})");
   CHECK(upstream.requests == 2); // the 429, then exactly one retry
@@ -466,11 +311,10 @@ TEST_CASE_METHOD(node_fixture,
   std::string all;
   for (int i = 0; i < 4; ++i)
     all += "\n  after " +
-           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                              took[i])
-                              .count()) +
-           " ms: " + std::to_string(replies[i].status) + " " +
-           replies[i].body;
+           std::to_string(
+               std::chrono::duration_cast<std::chrono::milliseconds>(took[i])
+                   .count()) +
+           " ms: " + std::to_string(replies[i].status) + " " + replies[i].body;
   INFO("replies:" << all);
   int ok = 0;
   int busy = 0;
@@ -523,9 +367,9 @@ TEST_CASE_METHOD(node_fixture,
   }
   auto took = clk::now() - closed_at;
   INFO("last /status: " << last.dump());
-  INFO("took " << std::chrono::duration_cast<std::chrono::milliseconds>(took)
-                      .count()
-               << " ms");
+  INFO("took "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+       << " ms");
   CHECK(clear);
   CHECK(took < 100ms);
   CHECK(eventually([&] { return upstream.closed_by_client == 1; }, 5s));
@@ -582,7 +426,8 @@ TEST_CASE_METHOD(node_fixture,
     still_serving();
   }
   SECTION("200 headers of 100 bytes") {
-    std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+    std::string req =
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n";
     for (int i = 0; i < 200; ++i) {
       auto name = "X-Flood-" + std::to_string(1000 + i) + ": ";
       req += name + std::string(100 - name.size() - 2, 'a') + "\r\n";
@@ -599,8 +444,8 @@ TEST_CASE_METHOD(node_fixture,
   }
 }
 
-
-// -- regressions: bugs these cases found, now fixed ----------------------------
+// -- regressions: bugs these cases found, now fixed
+// ----------------------------
 
 // A client that connects, sends one request at once and waits for the
 // answer must get it. The front's disconnect watch (a read-readiness wait on
@@ -619,7 +464,7 @@ TEST_CASE_METHOD(node_fixture,
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
       for (int i = 0; i < calls; ++i)
-        got[c].push_back(post("/v1/chat/completions", "{}", "", 0ms));
+        got[c].push_back(post("/v1/chat/completions", "{}", ""));
     });
   for (auto& t : threads)
     t.join();
