@@ -20,7 +20,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/requester_index.hpp"
+#include "actors/attempt_book.hpp"
 #include "runtime/policy/http_outcome.hpp"
 
 namespace sluice {
@@ -380,8 +380,7 @@ struct http_source_state {
   std::unique_ptr<client_engine> engine;
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
-  std::unordered_map<uint64_t, pending> pending_attempts;
-  requester_index by_requester;
+  attempt_book<pending> attempts;
 
   ~http_source_state() { client_engine::dispose(std::move(engine)); }
 
@@ -397,11 +396,10 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
   // A requester that terminated cancelled its attempts: close them upstream.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    for (auto id : st.by_requester.take(dm.source))
-      if (st.pending_attempts.erase(id) > 0) {
-        st.engine->cancel(id);
-        --st.stats->in_flight;
-      }
+    for (auto id : st.attempts.drop_requester(dm.source)) {
+      st.engine->cancel(id);
+      --st.stats->in_flight;
+    }
   });
   return {
       [self](attempt_atom,
@@ -412,11 +410,8 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
         auto id = st.next_id++;
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
-        st.pending_attempts.emplace(
-            id, pending{self->make_response_promise(), requester});
-        st.by_requester.add(requester, id);
-        if (requester)
-          self->monitor(requester);
+        st.attempts.add(self, id,
+                        pending{self->make_response_promise(), requester});
         auto me = caf::actor_cast<caf::actor>(self);
         st.engine->start(id, req, [me, id](source_reply r) {
           // On the I/O thread: hand the answer to the actor.
@@ -426,16 +421,11 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
       },
       [self](http_done_atom, uint64_t id, source_reply& r) {
         auto& st = self->state;
-        auto i = st.pending_attempts.find(id);
-        if (i == st.pending_attempts.end())
+        auto p = st.attempts.take(self, id);
+        if (!p)
           return; // cancelled meanwhile
         --st.stats->in_flight;
-        auto p = std::move(i->second);
-        st.pending_attempts.erase(i);
-        st.by_requester.remove(p.requester, id);
-        if (p.requester)
-          self->demonitor(p.requester);
-        p.promise.deliver(std::move(r));
+        p->promise.deliver(std::move(r));
       },
   };
 }

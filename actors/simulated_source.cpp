@@ -10,7 +10,7 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/requester_index.hpp"
+#include "actors/attempt_book.hpp"
 
 namespace sluice {
 
@@ -78,8 +78,7 @@ struct sim_state {
   std::mt19937_64 rng;
   time_point started{};
   uint64_t next_id = 1;
-  std::unordered_map<uint64_t, pending_attempt> pending;
-  requester_index by_requester;
+  attempt_book<pending_attempt> pending;
 
   static inline const char* name = "sluice.simulated_source";
 
@@ -148,11 +147,10 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
   // A requester that terminated cancelled its attempts.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    for (auto id : st.by_requester.take(dm.source))
-      if (st.pending.erase(id) > 0) {
-        --st.stats->in_flight;
-        ++st.stats->cancelled;
-      }
+    for ([[maybe_unused]] auto id : st.pending.drop_requester(dm.source)) {
+      --st.stats->in_flight;
+      ++st.stats->cancelled;
+    }
   });
   return {
       [self](attempt_atom,
@@ -189,10 +187,7 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
             self->delayed_send(self, latency * (k + 1) / (stream_chunks + 1),
                                sim_chunk_atom::value, id, k);
         }
-        st.pending.emplace(id, std::move(pa));
-        st.by_requester.add(requester, id);
-        if (requester)
-          self->monitor(requester);
+        st.pending.add(self, id, std::move(pa));
         // A zero latency answers without the clock thread (benchmarks).
         if (reply && latency == duration::zero())
           self->send(self, sim_reply_atom::value, id);
@@ -201,29 +196,24 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
         return caf::delegated<source_reply>{};
       },
       [self](sim_chunk_atom, uint64_t id, int k) {
-        auto i = self->state.pending.find(id);
-        if (i == self->state.pending.end())
+        auto* a = self->state.pending.find(id);
+        if (a == nullptr)
           return; // cancelled meanwhile
-        if (i->second.breaks && k > 0)
+        if (a->breaks && k > 0)
           return; // broke off after the first chunk
-        self->send(i->second.stream_to, stream_chunk_atom_v, i->second.tag,
+        self->send(a->stream_to, stream_chunk_atom_v, a->tag,
                    chunk_event(id, k));
       },
       [self](sim_reply_atom, uint64_t id) {
         auto& st = self->state;
-        auto i = st.pending.find(id);
-        if (i == st.pending.end())
+        auto p = st.pending.take(self, id);
+        if (!p)
           return; // cancelled meanwhile
         --st.stats->in_flight;
-        auto p = std::move(i->second);
-        st.pending.erase(i);
-        st.by_requester.remove(p.requester, id);
-        if (p.requester)
-          self->demonitor(p.requester);
-        if (p.stream_to && !p.breaks)
-          self->send(p.stream_to, stream_chunk_atom_v, p.tag,
+        if (p->stream_to && !p->breaks)
+          self->send(p->stream_to, stream_chunk_atom_v, p->tag,
                      std::string{"data: [DONE]\n\n"});
-        p.promise.deliver(std::move(p.reply));
+        p->promise.deliver(std::move(p->reply));
       },
   };
 }
