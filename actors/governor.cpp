@@ -5,7 +5,6 @@
 #include <functional>
 #include <numeric>
 #include <optional>
-#include <random>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -15,6 +14,7 @@
 
 #include "actors/permit.hpp"
 #include "messages/atoms.hpp"
+#include "runtime/policy/rng.hpp"
 #include "runtime/policy/stall_clock.hpp"
 
 namespace sluice {
@@ -55,12 +55,16 @@ caf::behavior attempt_runner(caf::event_based_actor* self, source_actor source,
 // -- the governor's state -----------------------------------------------------
 
 struct running_attempt {
+  /// Tells this attempt's answer from a late one of an abandoned attempt.
+  uint64_t seq = 0;
   size_t source = 0;
   permit_id permit = 0;
   breaker_verdict verdict;
   time_point started{};
+  /// The runner of an attempt at a source that is not self-timed (else
+  /// null: the governor asked the source itself).
   caf::actor runner;
-  /// Tags this attempt's stream chunks (streamed calls).
+  /// Tags this attempt's stream chunks (streamed calls; 0: unary).
   uint64_t tag = 0;
 };
 
@@ -86,7 +90,7 @@ struct governor_state {
   admission_ticket ticket;
   uint32_t fails = 0;
   std::vector<attempt_record> attempts;
-  std::mt19937_64 rng;
+  policy::small_rng rng;
   /// The source of the last failed attempt: tried last next round.
   std::optional<size_t> last_failed;
   std::optional<running_attempt> current;
@@ -101,8 +105,9 @@ struct governor_state {
   std::optional<time_point> next_token;
   /// Who made the call: receives the stream chunks of a streamed call.
   caf::actor caller;
-  /// Tag of the latest attempt; chunks of earlier attempts are dropped.
-  uint64_t stream_tag = 0;
+  /// Sequence number of the latest attempt; answers and chunks of earlier
+  /// attempts are dropped.
+  uint64_t attempt_seq = 0;
   /// A chunk went to the caller: no retry or failover from here on.
   bool committed = false;
 
@@ -112,9 +117,7 @@ struct governor_state {
 
   const policy::call_policy& policy() const { return cfg.route->policy; }
 
-  double uniform() {
-    return std::uniform_real_distribution<double>{0.0, 1.0}(rng);
-  }
+  double uniform() { return rng.uniform(); }
 };
 
 using governor_actor = caf::stateful_actor<governor_state>;
@@ -228,16 +231,29 @@ void wake_early(governor_actor* self) {
 
 // -- attempts -----------------------------------------------------------------
 
-// Returns a source permit. After a real attempt the gate is told, so that a
-// governor waiting for this source wakes; a permit only held while asking the
-// breaker or the quota goes back silently -- waking watchers then would wake
-// this very governor over and over while it finds nothing (a livelock).
-void release_source_permit(governor_actor* self, size_t idx, permit_id id,
-                           bool after_attempt) {
+// Returns a source permit, silently: after a real attempt the outcome goes
+// to the gate, which then wakes governors waiting for this source; a permit
+// only held while asking the breaker or the quota must not wake them --
+// that would wake this very governor over and over while it finds nothing
+// (a livelock).
+void release_source_permit(governor_actor* self, size_t idx, permit_id id) {
   auto& src = self->state.route().sources[idx];
   release_permit(self, *src.tier, src.gate, id);
-  if (after_attempt)
-    self->send(src.gate, wake_atom_v);
+}
+
+// Telemetry: tells the backend the scope progressed, at most once per
+// `progress_interval` per route. Never changes the verdict, never fails
+// the call.
+void note_progress(governor_actor* self) {
+  const auto& route = self->state.route();
+  auto now = self->clock().now().time_since_epoch().count();
+  auto every = progress_interval(route.policy).count();
+  auto last = route.last_progress->load(std::memory_order_relaxed);
+  if (last != INT64_MIN && now - last < every)
+    return;
+  if (route.last_progress->compare_exchange_strong(last, now,
+                                                   std::memory_order_relaxed))
+    self->send(route.backend, progress_atom_v, route.scope);
 }
 
 bool is_timeout(const caf::error& err) {
@@ -257,7 +273,9 @@ void on_outcome(governor_actor* self, source_reply reply) {
       reply.kind == outcome_kind::rate_limited && !pol.rate_limit_spends_retry;
   st.clock->end_attempt(now, refund);
   auto in_flight = src.tier->load().in_use;
-  release_source_permit(self, cur.source, cur.permit, true);
+  release_source_permit(self, cur.source, cur.permit);
+  // The gate adjusts the AIMD limit, then wakes governors waiting for a
+  // permit of this source.
   self->send(src.gate, aimd_atom_v, reply.kind, in_flight);
   call_outcome out;
   out.generation = cur.verdict.generation;
@@ -278,7 +296,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
     r.streamed = true;
     r.upstream_status = reply.status;
     if (reply.kind == outcome_kind::ok) {
-      self->send(st.route().backend, progress_atom_v, st.route().scope);
+      note_progress(self);
     } else {
       r.status = call_status::upstream_error;
       r.reason = "stream_interrupted";
@@ -289,8 +307,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
   }
   switch (reply.kind) {
   case outcome_kind::ok: {
-    // Telemetry: never changes the verdict, never fails the call.
-    self->send(st.route().backend, progress_atom_v, st.route().scope);
+    note_progress(self);
     call_result r;
     r.source = src.name;
     r.body = std::move(reply.body);
@@ -334,38 +351,59 @@ void on_outcome(governor_actor* self, source_reply reply) {
                 : after_sleep::next_round);
 }
 
-bool is_current(governor_state& st, const caf::actor& runner) {
-  return st.current && st.current->runner == runner;
+bool is_current(governor_state& st, uint64_t seq) {
+  return st.current && st.current->seq == seq;
 }
 
 // The attempt ends without the source's answer (timed out, or its runner
-// failed): stop it -- the source sees its requester terminate.
+// failed): stop it. A runner is killed (the source sees its requester
+// terminate); a self-timed source is told to cancel.
 void abandon_attempt(governor_actor* self, outcome_kind kind) {
-  auto runner = self->state.current->runner;
-  self->unlink_from(runner);
-  self->send_exit(runner, caf::exit_reason::kill);
+  auto& cur = *self->state.current;
+  if (cur.runner) {
+    self->unlink_from(cur.runner);
+    self->send_exit(cur.runner, caf::exit_reason::kill);
+  } else {
+    const auto& src = self->state.route().sources[cur.source];
+    self->send(caf::actor_cast<caf::actor>(src.actor), cancel_atom_v);
+  }
   source_reply r;
   r.kind = kind;
   on_outcome(self, std::move(r));
+}
+
+// What an attempt's request resolves to: the source's answer, or a failure
+// that ends the attempt without one.
+template <class Request>
+void await_answer(governor_actor* self, Request&& request, uint64_t seq) {
+  std::forward<Request>(request).then(
+      [self, seq](source_reply& reply) {
+        if (is_current(self->state, seq))
+          on_outcome(self, std::move(reply));
+      },
+      [self, seq](caf::error& err) {
+        if (is_current(self->state, seq))
+          abandon_attempt(self, is_timeout(err) ? outcome_kind::timeout
+                                                : outcome_kind::transient);
+      });
 }
 
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
                    const breaker_verdict& verdict) {
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
+  auto seq = ++st.attempt_seq;
   auto request = st.cfg.request;
   auto tag = uint64_t{0};
   if (request.stream) {
     // The source streams to us; we pass the current attempt's bytes on.
-    tag = ++st.stream_tag;
+    tag = seq;
     request.stream_to = caf::actor_cast<caf::actor>(self);
     request.stream_tag = tag;
   }
-  auto runner =
-      self->spawn<caf::linked>(attempt_runner, src.actor, std::move(request));
   auto now = self->clock().now();
   st.clock->begin_attempt(now);
-  st.current = running_attempt{idx, permit, verdict, now, runner, tag};
+  st.current = running_attempt{seq, idx, permit, verdict, now, {}, tag};
   auto limit = st.policy().attempt_timeout;
   if (auto ttft = st.policy().ttft_timeout) {
     if (tag != 0) // streamed: the first chunk must come within the TTFT
@@ -373,17 +411,19 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
     else // unary: the first byte is the whole answer
       limit = std::min(limit, *ttft);
   }
-  self->request(runner, limit, run_atom_v)
-      .then(
-          [self, runner](source_reply& reply) {
-            if (is_current(self->state, runner))
-              on_outcome(self, std::move(reply));
-          },
-          [self, runner](caf::error& err) {
-            if (is_current(self->state, runner))
-              abandon_attempt(self, is_timeout(err) ? outcome_kind::timeout
-                                                    : outcome_kind::transient);
-          });
+  if (src.self_timed) {
+    // The source answers `timeout` itself: no runner, no clock timer.
+    request.timeout = limit;
+    await_answer(self,
+                 self->request(src.actor, caf::infinite, attempt_atom_v,
+                               std::move(request)),
+                 seq);
+    return;
+  }
+  auto runner =
+      self->spawn<caf::linked>(attempt_runner, src.actor, std::move(request));
+  st.current->runner = runner;
+  await_answer(self, self->request(runner, limit, run_atom_v), seq);
 }
 
 // -- selection ----------------------------------------------------------------
@@ -424,6 +464,7 @@ void try_candidate(governor_actor* self,
   }
   auto permit = src.tier->next_permit_id();
   attach_permit(self, src.tier, src.gate, permit);
+  auto seen = src.breaker.mirror->load();
   // Rate quota: a token per attempt. Taken before the breaker's answer, so a
   // rejected attempt spends a token (conservative: never over the rate).
   if (src.quota) {
@@ -432,10 +473,21 @@ void try_candidate(governor_actor* self,
       auto next = src.quota->next_token(now);
       if (!st.next_token || next < *st.next_token)
         st.next_token = next;
-      release_source_permit(self, idx, permit, false);
+      release_source_permit(self, idx, permit);
       try_candidate(self, std::move(order), i + 1);
       return;
     }
+  }
+  // Closed: go under the generation the mirror shows, without asking the
+  // breaker. Had it moved on meanwhile, the outcome is recorded under an
+  // earlier generation and ignored -- as for any call admitted just
+  // before a transition. Half-open needs the breaker (probe leases).
+  if (seen.state == breaker_state::closed) {
+    breaker_verdict go;
+    go.what = breaker_verdict::decision::go;
+    go.generation = seen.generation;
+    start_attempt(self, idx, permit, go);
+    return;
   }
   self->request(src.breaker.actor, caf::infinite, allow_atom_v)
       .then(
@@ -447,11 +499,11 @@ void try_candidate(governor_actor* self,
             auto& st = self->state;
             if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
               st.soonest_retry = v.retry_at;
-            release_source_permit(self, idx, permit, false);
+            release_source_permit(self, idx, permit);
             try_candidate(self, order, i + 1);
           },
           [self, order, i, idx, permit](caf::error&) {
-            release_source_permit(self, idx, permit, false);
+            release_source_permit(self, idx, permit);
             try_candidate(self, order, i + 1);
           });
 }
@@ -554,6 +606,11 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
 }
 
 } // namespace
+
+duration progress_interval(const policy::call_policy& policy) {
+  return std::min<duration>(policy.stall_window / 100,
+                            std::chrono::milliseconds{100});
+}
 
 caf::actor spawn_governor(caf::actor_system& sys, governor_config cfg) {
   return sys.spawn(governor, std::move(cfg));

@@ -179,7 +179,22 @@ private:
     /// Body bytes seen so far.
     size_t body_bytes = 0;
     clock_type::time_point sent{};
+    /// The attempt's own deadline (`call_request::timeout`), if it has one.
+    std::optional<clock_type::time_point> deadline;
   };
+
+  // `d`, but no later than the attempt's deadline.
+  static clock_type::duration within_deadline(const exchange& ex,
+                                              clock_type::duration d) {
+    if (!ex.deadline)
+      return d;
+    return std::min(d, std::max(clock_type::duration::zero(),
+                                *ex.deadline - clock_type::now()));
+  }
+
+  static bool past_deadline(const exchange& ex) {
+    return ex.deadline && clock_type::now() >= *ex.deadline;
+  }
   using exchange_ptr = std::shared_ptr<exchange>;
 
   void begin(uint64_t id, call_request call, done_fn done) {
@@ -188,6 +203,8 @@ private:
     ex->done = std::move(done);
     ex->stream_to = std::move(call.stream_to);
     ex->tag = call.stream_tag;
+    if (call.timeout > duration::zero())
+      ex->deadline = clock_type::now() + call.timeout;
     const auto& route = call.route;
     auto& body = call.payload;
     ex->req = {http::verb::post, url_.prefix + route, 11};
@@ -220,11 +237,14 @@ private:
                                         tcp::resolver::results_type results) {
           if (ec)
             return self->fail(ex, policy::outcome_kind::transient);
-          ex->stream->expires_after(self->cfg_.connect_timeout);
+          ex->stream->expires_after(
+              within_deadline(*ex, self->cfg_.connect_timeout));
           ex->stream->async_connect(
               results, [self, ex](beast::error_code ec, const tcp::endpoint&) {
                 if (ec)
-                  return self->fail(ex, policy::outcome_kind::transient);
+                  return self->fail(ex, past_deadline(*ex)
+                                            ? policy::outcome_kind::timeout
+                                            : policy::outcome_kind::transient);
                 ++self->stats_->connections_opened;
                 self->send(ex);
               });
@@ -237,6 +257,8 @@ private:
   void arm(const exchange_ptr& ex) {
     auto now = clock_type::now();
     auto until = ex->sent + cfg_.response_timeout;
+    if (ex->deadline)
+      until = std::min(until, *ex->deadline);
     auto next = ex->body_bytes == 0 ? ex->sent + cfg_.first_byte_timeout
                                     : now + cfg_.idle_timeout;
     ex->stream->expires_after(std::min(until, next) - now);
@@ -244,7 +266,7 @@ private:
 
   void send(const exchange_ptr& ex) {
     ex->sent = clock_type::now();
-    ex->stream->expires_after(cfg_.first_byte_timeout);
+    ex->stream->expires_after(within_deadline(*ex, cfg_.first_byte_timeout));
     ex->parser.emplace();
     // A streamed answer may run long; a unary one is held in memory. (Not
     // boost::none for "no limit": Beast 1.74 compares a Content-Length with
@@ -393,15 +415,20 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
                                 std::shared_ptr<http_source_stats> stats) {
   self->state.stats = stats;
   self->state.engine = std::make_unique<client_engine>(cfg, stats);
-  // A requester that terminated cancelled its attempts: close them upstream.
-  self->set_down_handler([self](caf::down_msg& dm) {
+  // A requester that terminated, or sent `cancel_atom`, cancelled its
+  // attempts: close them upstream.
+  auto drop = [self](const caf::actor_addr& requester) {
     auto& st = self->state;
-    for (auto id : st.attempts.drop_requester(dm.source)) {
+    for (auto id : st.attempts.drop_requester(requester)) {
       st.engine->cancel(id);
       --st.stats->in_flight;
     }
-  });
+  };
+  self->set_down_handler([drop](caf::down_msg& dm) { drop(dm.source); });
   return {
+      [self, drop](cancel_atom) {
+        drop(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+      },
       [self](attempt_atom,
              const call_request& req) -> caf::result<source_reply> {
         auto& st = self->state;

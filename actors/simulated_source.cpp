@@ -1,6 +1,5 @@
 #include "actors/simulated_source.hpp"
 
-#include <random>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -11,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/attempt_book.hpp"
+#include "runtime/policy/rng.hpp"
 
 namespace sluice {
 
@@ -75,7 +75,7 @@ std::string chunk_event(uint64_t id, int k) {
 struct sim_state {
   sim_config cfg;
   std::shared_ptr<sim_stats> stats;
-  std::mt19937_64 rng;
+  policy::small_rng rng;
   time_point started{};
   uint64_t next_id = 1;
   attempt_book<pending_attempt> pending;
@@ -97,9 +97,7 @@ struct sim_state {
     return cfg.phases.back();
   }
 
-  double draw() {
-    return std::uniform_real_distribution<double>{0.0, 1.0}(rng);
-  }
+  double draw() { return rng.uniform(); }
 };
 
 using sim_actor = caf::stateful_actor<sim_state>;
@@ -144,14 +142,16 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
   st.stats = std::move(stats);
   st.rng.seed(st.cfg.seed);
   st.started = self->clock().now();
-  // A requester that terminated cancelled its attempts.
-  self->set_down_handler([self](caf::down_msg& dm) {
+  // A requester that terminated, or sent `cancel_atom`, cancelled its
+  // attempts.
+  auto drop = [self](const caf::actor_addr& requester) {
     auto& st = self->state;
-    for ([[maybe_unused]] auto id : st.pending.drop_requester(dm.source)) {
+    for ([[maybe_unused]] auto id : st.pending.drop_requester(requester)) {
       --st.stats->in_flight;
       ++st.stats->cancelled;
     }
-  });
+  };
+  self->set_down_handler([drop](caf::down_msg& dm) { drop(dm.source); });
   return {
       [self](attempt_atom,
              const call_request& req) -> caf::result<source_reply> {
@@ -165,6 +165,23 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
           latency += std::chrono::duration_cast<duration>(
               (p.latency_max - p.latency_min) * st.draw());
         auto reply = fate(st, p);
+        // Self-timed: a fate that outlasts the attempt is a timeout at its
+        // deadline.
+        if (req.timeout > duration::zero() &&
+            (!reply || latency > req.timeout)) {
+          ++st.stats->timed_out;
+          reply = source_reply{policy::outcome_kind::timeout, 0,
+                               R"({"error":"simulated source timed out"})",
+                               std::nullopt};
+          latency = req.timeout;
+        }
+        // A zero-latency unary answer goes back at once: nothing to cancel,
+        // so no bookkeeping, no monitor, no message to itself.
+        if (reply && latency == duration::zero() &&
+            !(reply->kind == policy::outcome_kind::ok && req.stream_to)) {
+          --st.stats->in_flight;
+          return std::move(*reply);
+        }
         auto id = st.next_id++;
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
@@ -188,12 +205,15 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
                                sim_chunk_atom::value, id, k);
         }
         st.pending.add(self, id, std::move(pa));
-        // A zero latency answers without the clock thread (benchmarks).
+        // A zero latency answers without the clock thread.
         if (reply && latency == duration::zero())
           self->send(self, sim_reply_atom::value, id);
         else if (reply)
           self->delayed_send(self, latency, sim_reply_atom::value, id);
         return caf::delegated<source_reply>{};
+      },
+      [self, drop](cancel_atom) {
+        drop(caf::actor_cast<caf::actor_addr>(self->current_sender()));
       },
       [self](sim_chunk_atom, uint64_t id, int k) {
         auto* a = self->state.pending.find(id);

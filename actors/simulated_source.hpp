@@ -53,8 +53,11 @@ struct sim_stats {
   std::atomic<uint64_t> attempts{0};
   /// Attempts started and not yet answered or abandoned.
   std::atomic<int64_t> in_flight{0};
-  /// Attempts abandoned because the requester terminated.
+  /// Attempts abandoned because the requester terminated or cancelled them.
   std::atomic<uint64_t> cancelled{0};
+  /// Attempts answered `timeout` because their fate (a hang, or a latency
+  /// over `call_request::timeout`) would have outlasted the attempt.
+  std::atomic<uint64_t> timed_out{0};
   std::atomic<uint64_t> ok{0};
   std::atomic<uint64_t> rate_limited{0};
   std::atomic<uint64_t> transient{0};

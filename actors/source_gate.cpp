@@ -25,6 +25,25 @@ struct gate_state {
 
 using gate_actor = caf::stateful_actor<gate_state>;
 
+// Permits came back: wake as many watchers as there are free permits,
+// longest-waiting first. Waking all of them would make every waiting
+// governor race for one permit (a thundering herd: O(waiters) messages per
+// release).
+void wake_watchers(gate_actor* self) {
+  auto& st = self->state;
+  if (st.watchers.empty())
+    return;
+  auto s = st.tier->load();
+  auto cap = st.tier->cap();
+  size_t free = s.in_use < cap ? cap - s.in_use : 0;
+  auto n = std::min(free, st.watchers.size());
+  for (size_t i = 0; i < n; ++i) {
+    self->demonitor(st.watchers[i]);
+    self->send(st.watchers[i], freed_atom_v, st.source);
+  }
+  st.watchers.erase(st.watchers.begin(), st.watchers.begin() + n);
+}
+
 caf::behavior gate(gate_actor* self, std::string name,
                    std::shared_ptr<policy::tier_counter> tier,
                    policy::aimd_config aimd) {
@@ -41,6 +60,8 @@ caf::behavior gate(gate_actor* self, std::string name,
              ws.end());
   });
   return {
+      // An attempt ended (its permit is back): adjust the limit, then wake
+      // watchers for what is free under it.
       [self](aimd_atom, policy::outcome_kind kind, uint32_t in_flight) {
         auto& st = self->state;
         using policy::outcome_kind;
@@ -50,6 +71,7 @@ caf::behavior gate(gate_actor* self, std::string name,
                  kind == outcome_kind::timeout)
           st.limit->on_drop();
         st.tier->set_cap(st.limit->limit());
+        wake_watchers(self);
       },
       // One-shot: the sender is told about the next freed permit, once.
       [self](watch_atom) {
@@ -60,22 +82,8 @@ caf::behavior gate(gate_actor* self, std::string name,
           ws.push_back(std::move(w));
         }
       },
-      // Permits came back: wake as many watchers as there are free permits,
-      // longest-waiting first. Waking all of them would make every waiting
-      // governor race for one permit (a thundering herd: O(waiters) messages
-      // per release).
-      [self](wake_atom) {
-        auto& st = self->state;
-        auto s = st.tier->load();
-        auto cap = st.tier->cap();
-        size_t free = s.in_use < cap ? cap - s.in_use : 0;
-        auto n = std::min(free, st.watchers.size());
-        for (size_t i = 0; i < n; ++i) {
-          self->demonitor(st.watchers[i]);
-          self->send(st.watchers[i], freed_atom_v, st.source);
-        }
-        st.watchers.erase(st.watchers.begin(), st.watchers.begin() + n);
-      },
+      // A permit came back outside an attempt's outcome (its holder died).
+      [self](wake_atom) { wake_watchers(self); },
       [self](status_atom) {
         auto s = self->state.tier->load();
         return tier_status{tier_kind::global, self->state.tier->cap(), s.in_use,
@@ -90,7 +98,8 @@ source_handle make_source(caf::actor_system& sys, std::string name,
                           source_actor actor,
                           const policy::breaker_config& breaker,
                           const policy::aimd_config& aimd,
-                          const std::optional<policy::quota_config>& quota) {
+                          const std::optional<policy::quota_config>& quota,
+                          bool self_timed) {
   policy::validate(aimd);
   if (quota)
     policy::validate(*quota);
@@ -100,8 +109,8 @@ source_handle make_source(caf::actor_system& sys, std::string name,
   std::shared_ptr<source_quota> q;
   if (quota)
     q = std::make_shared<source_quota>(*quota, sys.clock().now());
-  return {std::move(name), std::move(actor), std::move(b),
-          std::move(tier), std::move(g),     std::move(q)};
+  return {std::move(name), std::move(actor), std::move(b), std::move(tier),
+          std::move(g),    std::move(q),     self_timed};
 }
 
 } // namespace sluice

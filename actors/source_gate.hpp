@@ -55,6 +55,11 @@ struct source_handle {
   caf::actor gate;
   /// Optional rate quota (null: none).
   std::shared_ptr<source_quota> quota;
+  /// A built-in source that times its attempts itself
+  /// (`call_request::timeout`) and understands `(cancel_atom)`: governors
+  /// ask it directly. Others get each attempt from a short-lived runner
+  /// actor that the governor times and kills (see messages/source.hpp).
+  bool self_timed = false;
 };
 
 /// Spawns the gate of source `name` (AIMD limit, permit watchers) and
@@ -64,6 +69,7 @@ source_handle
 make_source(caf::actor_system& sys, std::string name, source_actor actor,
             const policy::breaker_config& breaker,
             const policy::aimd_config& aimd,
-            const std::optional<policy::quota_config>& quota = std::nullopt);
+            const std::optional<policy::quota_config>& quota = std::nullopt,
+            bool self_timed = false);
 
 } // namespace sluice

@@ -67,6 +67,9 @@ CAF_ADD_ATOM(sluice, sluice, call_atom, "call")
 /// `(attempt_atom, call_request) -> source_reply`: one attempt at a source.
 CAF_ADD_ATOM(sluice, sluice, attempt_atom, "attempt")
 
+/// `(cancel_atom)`: from a governor to a self-timed (built-in) source:
+/// abandon every attempt the sender has in flight there, unanswered.
+CAF_ADD_ATOM(sluice, sluice, cancel_atom, "cancel")
 /// `(run_atom) -> source_reply`: an attempt runner's single job.
 CAF_ADD_ATOM(sluice, sluice, run_atom, "run")
 

@@ -29,6 +29,11 @@ struct call_request {
   /// that cannot stream ignore both and reply with the whole body.
   caf::actor stream_to{};
   uint64_t stream_tag = 0;
+  /// Set by the governor on each attempt at a self-timed source (the
+  /// built-in ones, see messages/source.hpp): the source answers `timeout`
+  /// once this much time has passed without its answer. Zero: no limit.
+  /// Other sources never see it: the runtime times them from outside.
+  duration timeout{};
 };
 
 /// A source's answer to one attempt.

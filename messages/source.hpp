@@ -23,6 +23,12 @@ namespace sluice {
 ///   resources per attempt (a connection, a stream) should `monitor` the
 ///   requester (`self->current_sender()`) and abandon the attempt on its
 ///   `down_msg`. The built-in sources do.
+/// - The built-in sources (simulated, HTTP) are *self-timed*: the governor
+///   asks them directly, without a runner actor per attempt, and they keep
+///   the bargain that makes this safe -- they answer `timeout` when
+///   `call_request::timeout` has passed, and abandon the sender's attempts
+///   on `(cancel_atom)` as on its termination. That saves an actor, four
+///   messages and a clock timer per attempt (bench/RESULTS.md).
 /// - Replying after the requester is gone is harmless (the reply is dropped).
 /// - **Streaming** (optional): when `call_request::stream_to` is set, a source
 ///   that can stream sends `(stream_chunk_atom, request.stream_tag,

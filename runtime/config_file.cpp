@@ -534,8 +534,7 @@ file_config load_config_file(const std::string& path) {
 void install(runtime& rt, const file_config& cfg) {
   for (auto& s : cfg.sources) {
     if (s.type == "http")
-      rt.add_source(s.name, spawn_http_source(rt.system(), s.http).actor,
-                    s.settings);
+      rt.add_http_source(s.name, s.http, s.settings);
     else
       rt.add_simulated_source(s.name, s.sim, s.settings);
   }

@@ -70,8 +70,27 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     with_key_prefix("kinds." + name, [&] { validate(policy); });
 }
 
+runtime::~runtime() {
+  std::lock_guard<std::mutex> guard{mx_};
+  auto stop = [](const auto& a) {
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  for (auto& [name, s] : sources_) {
+    if (s.self_timed) // a built-in source: ours
+      stop(s.actor);
+    stop(s.breaker.actor);
+    stop(s.gate);
+  }
+  stop(backend_);
+}
+
 void runtime::add_source(const std::string& name, source_actor actor,
                          const source_settings& settings) {
+  add_source(name, std::move(actor), settings, false);
+}
+
+void runtime::add_source(const std::string& name, source_actor actor,
+                         const source_settings& settings, bool self_timed) {
   auto key = "sources." + name;
   if (name.empty())
     throw config_error("sources", "a source needs a name");
@@ -84,7 +103,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
     throw config_error(key, "a source with this name already exists");
   sources_.emplace(name,
                    make_source(sys_, name, std::move(actor), settings.breaker,
-                               settings.aimd, settings.quota));
+                               settings.aimd, settings.quota, self_timed));
 }
 
 simulated_source
@@ -92,7 +111,16 @@ runtime::add_simulated_source(const std::string& name, const sim_config& sim,
                               const source_settings& settings) {
   with_key_prefix("sources." + name + ".simulated", [&] { validate(sim); });
   auto s = spawn_simulated_source(sys_, sim);
-  add_source(name, s.actor, settings);
+  add_source(name, s.actor, settings, true);
+  return s;
+}
+
+http_source runtime::add_http_source(const std::string& name,
+                                     const http_source_config& http,
+                                     const source_settings& settings) {
+  with_key_prefix("sources." + name, [&] { validate(http); });
+  auto s = spawn_http_source(sys_, http);
+  add_source(name, s.actor, settings, true);
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/governor.hpp"
+#include "actors/http_source.hpp"
 #include "actors/simulated_source.hpp"
 #include "runtime/admission_config.hpp"
 #include "runtime/admission_tiers.hpp"
@@ -95,6 +96,16 @@ public:
   /// process-global tier and the scope backend.
   runtime(caf::actor_system& sys, runtime_config cfg);
 
+  /// Stops the actors the runtime made: built-in sources, breakers, source
+  /// gates and the scope backend (sources registered with `add_source` are
+  /// the service's own and stay). Their pending timers then no longer keep
+  /// the actor system from shutting down. Calls still in flight find no
+  /// source and end with their verdicts; cancel them first to end them now.
+  ~runtime();
+
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
   /// Registers a source implemented by the service (see messages/source.hpp).
   /// Throws `config_error` if the name is taken or the settings are nonsense.
   void add_source(const std::string& name, source_actor actor,
@@ -104,6 +115,12 @@ public:
   simulated_source add_simulated_source(const std::string& name,
                                         const sim_config& sim,
                                         const source_settings& settings = {});
+
+  /// Registers a built-in HTTP source; returns it (for its stats). Throws
+  /// `config_error` naming the key of nonsense settings.
+  http_source add_http_source(const std::string& name,
+                              const http_source_config& http,
+                              const source_settings& settings = {});
 
   /// Registers a route. Throws `config_error` naming the key if its kind or
   /// a source is unknown, or its weights do not match its sources.
@@ -158,6 +175,10 @@ public:
   const caf::actor& backend() const noexcept { return backend_; }
 
 private:
+  // Built-in sources are self-timed (see messages/source.hpp).
+  void add_source(const std::string& name, source_actor actor,
+                  const source_settings& settings, bool self_timed);
+
   std::shared_ptr<const route_plan> route(const std::string& name) const;
 
   governor_config make_governor_config(call_request request,

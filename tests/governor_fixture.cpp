@@ -58,7 +58,8 @@ void governor_fixture::make_route(std::vector<test_source> sources,
   for (auto& s : sources) {
     sims.push_back(spawn_simulated_source(sys, s.sim));
     route->sources.push_back(make_source(sys, s.name, sims.back().actor,
-                                         s.breaker, s.aimd, s.quota));
+                                         s.breaker, s.aimd, s.quota,
+                                         /* self_timed */ true));
   }
   run();
 }

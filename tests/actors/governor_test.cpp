@@ -7,6 +7,7 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/response_promise.hpp>
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
@@ -366,5 +367,62 @@ TEST_CASE_METHOD(governor_fixture,
   REQUIRE(c.result().attempts.size() == 1);
   CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
   CHECK(c.report->done_at - t0 == 10s);
-  CHECK(stats(0).cancelled == 1); // the source stopped working on it
+  // The source stopped working on it at the TTFT, not at its 20 s.
+  CHECK(stats(0).timed_out == 1);
+  CHECK(stats(0).in_flight == 0);
+}
+
+namespace {
+
+// What a source of the service's own saw.
+struct user_source_log {
+  int attempts = 0;
+  int requesters_gone = 0;
+  duration timeout_field{};
+  std::vector<caf::response_promise> unanswered;
+};
+
+// A source written the way users write them: it never answers, and it
+// watches its requester as messages/source.hpp asks.
+caf::behavior silent_user_source(caf::event_based_actor* self,
+                                 std::shared_ptr<user_source_log> log) {
+  self->set_down_handler([log](caf::down_msg&) { ++log->requesters_gone; });
+  return {
+      [self, log](attempt_atom, const call_request& req) {
+        ++log->attempts;
+        log->timeout_field = req.timeout;
+        self->monitor(self->current_sender());
+        log->unanswered.push_back(self->make_response_promise());
+        return caf::delegated<source_reply>{};
+      },
+  };
+}
+
+} // namespace
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a source of the service's own is timed from outside - its "
+                 "requester terminates at the deadline") {
+  auto p = quick_policy();
+  p.max_attempts = 1;
+  make_route({src("a", answering(1s))}, p);
+  auto log = std::make_shared<user_source_log>();
+  auto user = sys.spawn(silent_user_source, log);
+  route->sources[0] =
+      make_source(sys, "user", caf::actor_cast<source_actor>(user),
+                  lenient_breaker(), policy::aimd_config{});
+  REQUIRE_FALSE(route->sources[0].self_timed);
+  auto t0 = now();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  REQUIRE(c.result().attempts.size() == 1);
+  CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
+  CHECK(c.report->done_at - t0 == p.attempt_timeout);
+  CHECK(log->attempts == 1);
+  // It never had to time itself: the runtime did, and its requester (the
+  // attempt's runner) terminated, so it knows to let the attempt go.
+  CHECK(log->timeout_field == duration::zero());
+  CHECK(log->requesters_gone == 1);
+  CHECK(source(0).tier->load().in_use == 0);
 }
