@@ -2,6 +2,7 @@
 // spawn governor, admit (three tiers), select, attempt, record, release,
 // reply -- against zero-latency simulated sources.
 //
+//   [SLUICE_BENCH_SCHEDULER=sharing|stealing] [SLUICE_BENCH_THREADS=n]
 //   governed_calls [calls_per_row] [max_in_flight] [parked]
 //                  (defaults 200000, 100000 and max_in_flight; small numbers
 //                  smoke)
@@ -123,6 +124,11 @@ int main(int argc, char** argv) {
   // Optional: SLUICE_BENCH_SCHEDULER=sharing|stealing (CAF's scheduler).
   if (auto policy = std::getenv("SLUICE_BENCH_SCHEDULER"))
     caf_cfg.set("scheduler.policy", caf::atom_from_string(policy));
+  // Optional: SLUICE_BENCH_THREADS=n CAF workers (CAF's default: at least 4;
+  // sluice-node runs one per core).
+  if (auto threads = std::getenv("SLUICE_BENCH_THREADS"))
+    caf_cfg.set("scheduler.max-threads",
+                static_cast<size_t>(std::atol(threads)));
   caf::actor_system sys{caf_cfg};
   auto cores = std::thread::hardware_concurrency();
   fmt::print("governed calls, real scheduler, {} cores, {} calls per row\n",

@@ -111,6 +111,10 @@ int main(int argc, char** argv) {
   caf::actor_system_config caf_cfg;
   sluice::add_error_category(caf_cfg);
   caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.node.scheduler));
+  auto workers = cfg.node.actor_threads != 0
+                     ? cfg.node.actor_threads
+                     : std::max(1u, std::thread::hardware_concurrency());
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(workers));
   caf::actor_system sys{caf_cfg};
   try {
     sluice::runtime rt{sys, cfg.runtime};

@@ -185,6 +185,11 @@ void read_node(table_reader& r, node_settings& n) {
       r.fail("scheduler", "must be \"sharing\" or \"stealing\"");
     n.scheduler = *x;
   }
+  if (auto x = r.integer("actor_threads")) {
+    if (*x < 0 || *x > 256)
+      r.fail("actor_threads", "must be in [0, 256] (0: one per core)");
+    n.actor_threads = static_cast<uint32_t>(*x);
+  }
   r.done();
 }
 
@@ -553,6 +558,7 @@ listen = "127.0.0.1:8080"
 max_body_bytes = 1048576      # larger request bodies get 413
 shutdown_grace_s = 10         # SIGINT/SIGTERM: let in-flight calls finish
 scheduler = "sharing"         # CAF scheduler: "sharing" or "stealing"
+actor_threads = 0             # CAF worker threads; 0: one per core
 
 [admission]
 session_cap = 16              # calls in flight per session (X-Session-Id)

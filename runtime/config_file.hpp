@@ -22,6 +22,10 @@ struct node_settings {
   /// throughput of stealing on 2 cores, see bench/RESULTS.md) or
   /// "stealing".
   std::string scheduler = "sharing";
+  /// CAF worker threads; 0: one per core. (CAF's own default is at least
+  /// four, which on 2 cores measured 20 % fewer requests/s: idle workers
+  /// contend for the shared queue, see bench/RESULTS.md.)
+  uint32_t actor_threads = 0;
 };
 
 /// One `[sources.NAME]` table.

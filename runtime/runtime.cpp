@@ -71,7 +71,7 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
 }
 
 runtime::~runtime() {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::unique_lock<std::shared_mutex> guard{mx_};
   auto stop = [](const auto& a) {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   };
@@ -98,7 +98,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
   with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
   if (settings.quota)
     with_key_prefix(key + ".quota", [&] { validate(*settings.quota); });
-  std::lock_guard<std::mutex> guard{mx_};
+  std::unique_lock<std::shared_mutex> guard{mx_};
   if (sources_.count(name) != 0)
     throw config_error(key, "a source with this name already exists");
   sources_.emplace(name,
@@ -146,7 +146,7 @@ void runtime::add_route(route_config r) {
   plan->weights = r.weights;
   plan->policy = kind->second;
   plan->backend = backend_;
-  std::lock_guard<std::mutex> guard{mx_};
+  std::unique_lock<std::shared_mutex> guard{mx_};
   if (routes_.count(r.name) != 0)
     throw config_error(key, "a route with this name already exists");
   for (auto& name : r.sources) {
@@ -160,7 +160,7 @@ void runtime::add_route(route_config r) {
 
 std::shared_ptr<const route_plan>
 runtime::route(const std::string& name) const {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::shared_lock<std::shared_mutex> guard{mx_};
   auto i = routes_.find(name);
   if (i == routes_.end())
     throw std::invalid_argument("unknown route '" + name + "'");
@@ -170,19 +170,21 @@ runtime::route(const std::string& name) const {
 std::vector<std::pair<std::string, tier_status>>
 runtime::live_sessions() const {
   std::vector<std::pair<std::string, tier_status>> out;
-  std::lock_guard<std::mutex> guard{mx_};
-  for (auto& [id, t] : sessions_)
-    if (auto counter = t.counter.lock()) {
-      tier_handle h{tier_kind::session, std::move(counter), {}};
-      out.emplace_back(id, h.status());
+  {
+    std::lock_guard<std::mutex> guard{sessions_mx_};
+    for (auto& [id, kept] : sessions_) {
+      auto s = kept.tier.status();
+      if (s.in_use > 0 || s.waiting > 0)
+        out.emplace_back(id, s);
     }
+  }
   std::sort(out.begin(), out.end(),
             [](auto& a, auto& b) { return a.first < b.first; });
   return out;
 }
 
 std::vector<std::string> runtime::scopes() const {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::shared_lock<std::shared_mutex> guard{mx_};
   std::vector<std::string> out;
   for (auto& [name, plan] : routes_)
     if (std::find(out.begin(), out.end(), plan->scope) == out.end())
@@ -191,22 +193,23 @@ std::vector<std::string> runtime::scopes() const {
 }
 
 tier_handle runtime::session(const std::string& id) {
-  std::lock_guard<std::mutex> guard{mx_};
-  auto i = sessions_.find(id);
-  if (i != sessions_.end()) {
-    auto counter = i->second.counter.lock();
-    auto owner = caf::actor_cast<caf::actor>(i->second.owner.lock());
-    if (counter && owner)
-      return {tier_kind::session, std::move(counter), std::move(owner)};
+  auto now = sys_.clock().now();
+  std::lock_guard<std::mutex> guard{sessions_mx_};
+  // Drop the tiers of sessions idle past the TTL, at most once a second.
+  if (now - last_sweep_ >= std::chrono::seconds{1}) {
+    last_sweep_ = now;
+    for (auto j = sessions_.begin(); j != sessions_.end();) {
+      auto s = j->second.tier.status();
+      bool idle = s.in_use == 0 && s.waiting == 0 &&
+                  now - j->second.last_used >= session_idle_ttl;
+      j = idle ? sessions_.erase(j) : std::next(j);
+    }
   }
-  // Drop the entries of sessions that ended, now and then.
-  if (sessions_.size() >= 1024 && sessions_.size() % 1024 == 0)
-    for (auto j = sessions_.begin(); j != sessions_.end();)
-      j = j->second.counter.expired() ? sessions_.erase(j) : std::next(j);
-  auto t = tiers_.new_session();
-  sessions_[id] =
-      weak_tier{t.counter, caf::actor_cast<caf::weak_actor_ptr>(t.owner)};
-  return t;
+  auto& kept = sessions_[id];
+  if (!kept.tier.owner)
+    kept.tier = tiers_.new_session();
+  kept.last_used = now;
+  return kept.tier;
 }
 
 caf::actor runtime::spawn_call(call_request request,
@@ -227,10 +230,7 @@ runtime::make_governor_config(call_request request, const call_options& options,
                             options.connection.value_or(embedded_connection_));
   g.wait_timeout = cfg_.admission.wait_timeout;
   g.request = std::move(request);
-  {
-    std::lock_guard<std::mutex> guard{mx_};
-    g.seed = next_seed_++;
-  }
+  g.seed = next_seed_.fetch_add(1, std::memory_order_relaxed);
   return g;
 }
 
@@ -258,17 +258,17 @@ std::future<call_result> runtime::call(call_request request,
 }
 
 bool runtime::has_route(const std::string& name) const {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::shared_lock<std::shared_mutex> guard{mx_};
   return routes_.count(name) != 0;
 }
 
 source_handle runtime::source(const std::string& name) const {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::shared_lock<std::shared_mutex> guard{mx_};
   return sources_.at(name);
 }
 
 std::vector<source_handle> runtime::sources() const {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::shared_lock<std::shared_mutex> guard{mx_};
   std::vector<source_handle> out;
   for (auto& [name, s] : sources_)
     out.push_back(s);

@@ -4,7 +4,9 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -141,10 +143,15 @@ public:
   /// `call_atom` and await a `call_result` (monitor it to see a cancel).
   caf::actor spawn_call(call_request request, const call_options& options = {});
 
-  /// The tier of session `id`, made on first use. A session's tier lives as
-  /// long as calls in it are in flight; then it is dropped (its counts are
-  /// zero) and made anew on the next call.
+  /// The tier of session `id`, made on first use. A session's tier is kept
+  /// while calls in it are in flight and for `session_idle_ttl` after its
+  /// last call began; then it is dropped (its counts are zero) and made
+  /// anew on the next call. (Dropping it at once made every request of a
+  /// keep-alive client spawn a tier actor.)
   tier_handle session(const std::string& id);
+
+  /// How long an idle session's tier is kept for its next call.
+  static constexpr duration session_idle_ttl = std::chrono::seconds{60};
 
   /// The sessions with calls in flight and their tiers' counts.
   std::vector<std::pair<std::string, tier_status>> live_sessions() const;
@@ -190,15 +197,19 @@ private:
   admission_tiers tiers_;
   tier_handle embedded_connection_;
   caf::actor backend_;
-  mutable std::mutex mx_;
+  /// Sources and routes: written while the service sets up, read by every
+  /// call (readers share the lock).
+  mutable std::shared_mutex mx_;
   std::map<std::string, source_handle> sources_;
   std::map<std::string, std::shared_ptr<const route_plan>> routes_;
-  struct weak_tier {
-    std::weak_ptr<policy::tier_counter> counter;
-    caf::weak_actor_ptr owner;
+  struct kept_session {
+    tier_handle tier;
+    time_point last_used;
   };
-  std::unordered_map<std::string, weak_tier> sessions_;
-  uint64_t next_seed_;
+  mutable std::mutex sessions_mx_;
+  std::unordered_map<std::string, kept_session> sessions_;
+  time_point last_sweep_{};
+  std::atomic<uint64_t> next_seed_;
 };
 
 } // namespace sluice

@@ -58,6 +58,7 @@ listen = "0.0.0.0:9090"
 max_body_bytes = 2048
 shutdown_grace_s = 2.5
 scheduler = "stealing"
+actor_threads = 3
 [admission]
 session_cap = 4
 wait_timeout_s = 0.25
@@ -99,6 +100,7 @@ scope = "shared"
   CHECK(cfg.node.listen_port == 9090);
   CHECK(cfg.node.max_body_bytes == 2048);
   CHECK(cfg.node.scheduler == "stealing");
+  CHECK(cfg.node.actor_threads == 3);
   CHECK(cfg.node.shutdown_grace == 2500ms);
   CHECK(cfg.runtime.admission.session_cap == 4);
   CHECK(cfg.runtime.admission.wait_timeout == 250ms);
@@ -172,6 +174,7 @@ TEST_CASE("nonsense values are refused, naming the key as written") {
       {"[node]\nlisten = \"localhost:99999\"\n", "node.listen"},
       {"[node]\nlisten = \"8080\"\n", "node.listen"},
       {"[node]\nscheduler = \"fast\"\n", "node.scheduler"},
+      {"[node]\nactor_threads = -1\n", "node.actor_threads"},
   };
   for (auto& c : cases) {
     INFO(c.text);

@@ -183,3 +183,30 @@ TEST_CASE_METHOD(fixture, "actors can request a call from its governor") {
                 caf::after(0s) >> [] { FAIL("no result"); });
   CHECK(ok);
 }
+
+TEST_CASE_METHOD(fixture, "an idle session's tier is kept for its next call "
+                          "and dropped after session_idle_ttl") {
+  rt.add_simulated_source("sim", answering(1s));
+  rt.add_route({"/r", "chat", {"sim"}, {}, {}});
+  call_options opts;
+  opts.session = "keep-alive client";
+  auto first = rt.session(opts.session).owner;
+  auto r = start("/r", opts);
+  advance(2s);
+  REQUIRE(r->has_value());
+  CHECK((*r)->ok());
+  // The call is over: the next one finds the same tier (no new actor).
+  CHECK(rt.session(opts.session).owner == first);
+  CHECK(rt.live_sessions().empty()); // idle sessions are not "live"
+  // Held sessions are never dropped, however long their call takes.
+  call_options busy;
+  busy.session = "busy";
+  auto busy_owner = rt.session(busy.session).owner;
+  auto held = rt.session(busy.session);
+  REQUIRE(held.counter->try_acquire());
+  advance(runtime::session_idle_ttl + 1s);
+  rt.session("someone else"); // sessions are swept as calls come in
+  CHECK(rt.session(opts.session).owner != first);
+  CHECK(rt.session(busy.session).owner == busy_owner);
+  held.counter->release();
+}

@@ -28,7 +28,7 @@ TEST_CASE("small_rng repeats its sequence for a seed and differs between "
   CHECK(a() == b());
 }
 
-TEST_CASE("small_rng draws uniformly in [0, 1)") {
+TEST_CASE("small_rng draws uniformly from 0 up to 1") {
   small_rng r{1};
   std::array<int, 10> buckets{};
   constexpr int n = 100'000;
