@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.node.scheduler));
   auto workers = cfg.node.actor_threads != 0
                      ? cfg.node.actor_threads
-                     : std::max(1u, std::thread::hardware_concurrency());
+                     : std::max(1u, std::thread::hardware_concurrency() / 2);
   caf_cfg.set("scheduler.max-threads", static_cast<size_t>(workers));
   caf::actor_system sys{caf_cfg};
   try {

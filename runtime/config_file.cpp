@@ -558,7 +558,7 @@ listen = "127.0.0.1:8080"
 max_body_bytes = 1048576      # larger request bodies get 413
 shutdown_grace_s = 10         # SIGINT/SIGTERM: let in-flight calls finish
 scheduler = "sharing"         # CAF scheduler: "sharing" or "stealing"
-actor_threads = 0             # CAF worker threads; 0: one per core
+actor_threads = 0             # CAF worker threads; 0: half the cores (>= 1)
 
 [admission]
 session_cap = 16              # calls in flight per session (X-Session-Id)

@@ -151,6 +151,61 @@ TEST_CASE_METHOD(fixture,
   CHECK(upstream.closed_by_client == 1);
 }
 
+TEST_CASE_METHOD(fixture, "an attempt's own limit cuts it short - the "
+                          "source's timeouts are only the outer bound") {
+  http_source_config c;
+  c.base_url = upstream.url("/api");
+  c.first_byte_timeout = 30s;
+  c.response_timeout = 30s;
+  auto patient = spawn_http_source(sys, c);
+  caf::scoped_actor self{sys};
+  call_request req{"/v1/slow", "{}"};
+  req.timeout = std::chrono::duration_cast<duration>(300ms);
+  auto t0 = std::chrono::steady_clock::now();
+  self->request(patient.actor, 20s, attempt_atom_v, req)
+      .receive(
+          [](const source_reply& r) {
+            CHECK(r.kind == policy::outcome_kind::timeout);
+          },
+          [](caf::error&) { FAIL("no reply"); });
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK(took >= 300ms);
+  CHECK(took < 10s); // the attempt's 0.3 s, not the source's 30 s
+  CHECK(patient.stats->in_flight == 0);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "cancel_atom from a live requester closes its upstream "
+                 "request") {
+  http_source_config c;
+  c.base_url = upstream.url("/api");
+  c.first_byte_timeout = 30s; // only the cancel can end it in time
+  c.response_timeout = 30s;
+  auto patient = spawn_http_source(sys, c);
+  auto requester = sys.spawn([patient](caf::event_based_actor* self) {
+    self->request(patient.actor, caf::infinite, attempt_atom_v,
+                  call_request{"/v1/slow", "{}"})
+        .then([](const source_reply&) {}, [](caf::error&) {});
+    auto target = caf::actor_cast<caf::actor>(patient.actor);
+    return caf::behavior{
+        [self, target](cancel_atom) { self->send(target, cancel_atom_v); },
+    };
+  });
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((patient.stats->in_flight == 0 || upstream.requests == 0) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(upstream.requests == 1);
+  caf::anon_send(requester, cancel_atom_v);
+  while ((patient.stats->cancelled == 0 || upstream.closed_by_client == 0) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  CHECK(patient.stats->cancelled == 1);
+  CHECK(patient.stats->in_flight == 0);
+  CHECK(upstream.closed_by_client == 1);
+  caf::anon_send_exit(requester, caf::exit_reason::kill);
+}
+
 namespace {
 
 // What a streamed attempt produced: its chunks (with arrival times) and
