@@ -49,6 +49,15 @@ test_source src(std::string name, sim_phase phase,
   return s;
 }
 
+// The call made one attempt, which timed out `after` its start at `t0`.
+void check_one_timeout(const governed_call& c, time_point t0,
+                       duration after) {
+  REQUIRE(c.done());
+  REQUIRE(c.result().attempts.size() == 1);
+  CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
+  CHECK(c.report->done_at - t0 == after);
+}
+
 policy::breaker_config trips_after(uint32_t failures, duration open_for) {
   policy::breaker_config b;
   b.window_size = failures;
@@ -363,10 +372,7 @@ TEST_CASE_METHOD(governor_fixture,
   auto t0 = now();
   auto c = call();
   run_until_done(c, 1h);
-  REQUIRE(c.done());
-  REQUIRE(c.result().attempts.size() == 1);
-  CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
-  CHECK(c.report->done_at - t0 == 10s);
+  check_one_timeout(c, t0, 10s);
   // The source stopped working on it at the TTFT, not at its 20 s.
   CHECK(stats(0).timed_out == 1);
   CHECK(stats(0).in_flight == 0);
@@ -415,10 +421,7 @@ TEST_CASE_METHOD(governor_fixture,
   auto t0 = now();
   auto c = call();
   run_until_done(c, 1h);
-  REQUIRE(c.done());
-  REQUIRE(c.result().attempts.size() == 1);
-  CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
-  CHECK(c.report->done_at - t0 == p.attempt_timeout);
+  check_one_timeout(c, t0, p.attempt_timeout);
   CHECK(log->attempts == 1);
   // It never had to time itself: the runtime did, and its requester (the
   // attempt's runner) terminated, so it knows to let the attempt go.
