@@ -3,9 +3,9 @@
 // reply -- against zero-latency simulated sources.
 //
 //   [SLUICE_BENCH_SCHEDULER=sharing|stealing] [SLUICE_BENCH_THREADS=n]
-//   governed_calls [calls_per_row] [max_in_flight] [parked]
-//                  (defaults 200000, 100000 and max_in_flight; small numbers
-//                  smoke)
+//   governed_calls [calls_per_row] [max_in_flight] [parked] [repetitions]
+//                  (defaults 200000, 100000, max_in_flight and 3; small
+//                  numbers smoke; each row prints the median repetition)
 //
 // Prints, in one run:
 // - throughput of a closed loop with 1k, 10k and 100k calls in flight
@@ -17,6 +17,7 @@
 // Targets (issue 6): >= 200k calls/s; cost flat within 1.5x from 1k to 100k
 // in flight; <= 4 KiB per in-flight call.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   long total = argc > 1 ? std::atol(argv[1]) : 200'000;
   long max_in_flight = argc > 2 ? std::atol(argv[2]) : 100'000;
   long parked = argc > 3 ? std::atol(argv[3]) : max_in_flight;
+  int reps = argc > 4 ? std::atoi(argv[4]) : 3;
   caf::actor_system_config caf_cfg;
   add_error_category(caf_cfg);
   // Optional: SLUICE_BENCH_SCHEDULER=sharing|stealing (CAF's scheduler).
@@ -178,13 +180,19 @@ int main(int argc, char** argv) {
     }
     rt.add_route({"/ten", "chat", ten, {}, {}});
     rt.add_route({"/thousand", "chat", thousand, {}, {}});
-    fmt::print("{:<34} {:>12} {:>14}\n", "route, calls in flight", "calls/s",
-               "ns/call/core");
+    // Rates on a shared 2-core machine move a lot from one run to the next:
+    // each row runs `reps` times and reports the median, with the range.
+    fmt::print("{:<26} {:>12} {:>14} {:>22}\n", "route, calls in flight",
+               "calls/s", "ns/call/core", "range of calls/s");
     auto row = [&](const std::string& route, long in_flight) {
-      auto rate = closed_loop(rt, route, in_flight, total);
-      fmt::print("{:<34} {:>12.0f} {:>14.0f}\n",
-                 route + ", " + std::to_string(in_flight), rate,
-                 1e9 * cores / rate);
+      std::vector<double> rates;
+      for (int i = 0; i < reps; ++i)
+        rates.push_back(closed_loop(rt, route, in_flight, total));
+      std::sort(rates.begin(), rates.end());
+      auto median = rates[rates.size() / 2];
+      fmt::print("{:<26} {:>12.0f} {:>14.0f} {:>10.0f} - {:<10.0f}\n",
+                 route + ", " + std::to_string(in_flight), median,
+                 1e9 * cores / median, rates.front(), rates.back());
     };
     for (long n : {1'000L, 10'000L, 100'000L})
       if (n <= max_in_flight)

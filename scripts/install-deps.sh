@@ -15,6 +15,7 @@ packages=(
   libtomlplusplus-dev
   nlohmann-json3-dev
   libbenchmark-dev
+  libjemalloc2
 )
 # The JS end-to-end test (tests/js) needs node and npm; a machine that has them
 # from elsewhere (e.g. a newer Node) keeps its own.
