@@ -3,6 +3,7 @@
 // reply -- against zero-latency simulated sources.
 //
 //   [SLUICE_BENCH_SCHEDULER=sharing|stealing] [SLUICE_BENCH_THREADS=n]
+//   [SLUICE_BENCH_IN_FLIGHT=1000,10000,100000]
 //   governed_calls [calls_per_row] [max_in_flight] [parked] [repetitions]
 //                  (defaults 200000, 100000, max_in_flight and 3; small
 //                  numbers smoke; each row prints the median repetition)
@@ -194,8 +195,21 @@ int main(int argc, char** argv) {
                  route + ", " + std::to_string(in_flight), median,
                  1e9 * cores / median, rates.front(), rates.back());
     };
-    for (long n : {1'000L, 10'000L, 100'000L})
-      if (n <= max_in_flight)
+    // Optional: SLUICE_BENCH_IN_FLIGHT=1000,2000,... other depths for the
+    // one-source rows (e.g. to find where cost per call steps up).
+    std::vector<long> depths{1'000L, 10'000L, 100'000L};
+    if (auto list = std::getenv("SLUICE_BENCH_IN_FLIGHT")) {
+      depths.clear();
+      for (const char* p = list; *p != '\0';) {
+        char* end = nullptr;
+        depths.push_back(std::strtol(p, &end, 10));
+        p = *end == ',' ? end + 1 : end + (*end != '\0');
+        if (end == p && *p == '\0')
+          break;
+      }
+    }
+    for (long n : depths)
+      if (n > 0 && n <= max_in_flight)
         row("/one", std::min(n, total));
     row("/ten", std::min(1'000L, total));
     row("/thousand", std::min(1'000L, total));
