@@ -372,6 +372,24 @@ void abandon_attempt(governor_actor* self, outcome_kind kind) {
   on_outcome(self, std::move(r));
 }
 
+// The TTFT timer of a streamed attempt. Not a `delayed_send`: in CAF 0.17
+// the clock holds a strong reference to a delayed message's receiver, so a
+// finished governor would stay in memory until its TTFT passed (tens of
+// seconds per streamed call). A request to itself that it never answers
+// times out at the same instant instead, and CAF drops request timeouts
+// when the actor terminates.
+void arm_first_byte_timer(governor_actor* self, duration ttft, uint64_t tag) {
+  self->request(caf::actor_cast<caf::actor>(self), ttft, first_byte_atom_v,
+                tag)
+      .then([] {},
+            [self, tag](caf::error& err) {
+              auto& st = self->state;
+              if (is_timeout(err) && st.current && st.current->tag == tag &&
+                  !st.committed)
+                abandon_attempt(self, outcome_kind::timeout);
+            });
+}
+
 // What an attempt's request resolves to: the source's answer, or a failure
 // that ends the attempt without one.
 template <class Request>
@@ -407,7 +425,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   auto limit = st.policy().attempt_timeout;
   if (auto ttft = st.policy().ttft_timeout) {
     if (tag != 0) // streamed: the first chunk must come within the TTFT
-      self->delayed_send(self, *ttft, first_byte_atom_v, tag);
+      arm_first_byte_timer(self, *ttft, tag);
     else // unary: the first byte is the whole answer
       limit = std::min(limit, *ttft);
   }
@@ -589,11 +607,8 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         else if (st.caller)
           self->send(st.caller, stream_chunk_atom_v, std::move(bytes));
       },
-      [self](first_byte_atom, uint64_t tag) {
-        auto& st = self->state;
-        if (st.current && st.current->tag == tag && !st.committed)
-          abandon_attempt(self, outcome_kind::timeout);
-      },
+      // Our own TTFT timer (see arm_first_byte_timer): never answered.
+      [](first_byte_atom, uint64_t) { return caf::delegated<void>{}; },
       [self](status_atom) {
         auto& st = self->state;
         auto now = self->clock().now();

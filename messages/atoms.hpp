@@ -97,7 +97,7 @@ CAF_ADD_ATOM(sluice, sluice, progress_age_atom, "progage")
 CAF_ADD_ATOM(sluice, sluice, stream_chunk_atom, "chunk")
 
 /// `(first_byte_atom, uint64_t tag)`: a streamed attempt's time-to-first-byte
-/// timer.
+/// timer (a request a governor sends itself and lets time out).
 CAF_ADD_ATOM(sluice, sluice, first_byte_atom, "ttft")
 
 CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))

@@ -3,10 +3,16 @@
 // with the first chunk; the TTFT bounds the first chunk, not the stream.
 
 #include <chrono>
+#include <memory>
+#include <optional>
+
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
 
 #include <catch2/catch.hpp>
 
 #include "governor_fixture.hpp"
+#include "messages/atoms.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;
@@ -146,4 +152,30 @@ TEST_CASE_METHOD(governor_fixture,
   CHECK_FALSE(c.result().streamed);
   CHECK(c.result().body == R"({"object":"simulated","ok":true})");
   CHECK(c.report->chunks.empty());
+}
+
+TEST_CASE_METHOD(stream_fixture,
+                 "a finished streamed call is freed at once, not when its "
+                 "TTFT timer would have fired") {
+  auto pol = stream_policy();
+  pol.ttft_timeout = 60s;
+  make_route({streaming("a", 2s)}, pol);
+  // The callback form: nothing but the governor itself holds it.
+  auto result = std::make_shared<std::optional<call_result>>();
+  governor_config cfg;
+  cfg.request.route = "test";
+  cfg.request.stream = true;
+  cfg.admission = fresh_path();
+  cfg.route = route;
+  cfg.on_done = [result](call_result r) { *result = std::move(r); };
+  cfg.on_chunk = [](std::string) {};
+  auto gov = spawn_governor(sys, std::move(cfg));
+  caf::anon_send(gov, call_atom_v);
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(gov);
+  gov = nullptr;
+  run();
+  advance(3s); // the stream takes 2 s; the TTFT timer would fire at 60 s
+  REQUIRE(result->has_value());
+  CHECK((*result)->ok());
+  CHECK(weak.lock() == nullptr); // no reference left: the memory is back
 }
