@@ -1,12 +1,17 @@
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "runtime/redis_client.hpp"
+
 namespace sluice {
 
-/// Spawns the in-process scope-state backend (the default; Redis comes with
-/// issue 7). Protocol:
+/// Spawns the in-process scope-state backend (the default). Protocol:
 /// - `(progress_atom, std::string scope)`: a call in `scope` succeeded.
 /// - `(progress_age_atom, std::string scope) -> progress_age`: time since
 ///   the scope last progressed; empty (+infinity) if it never did.
@@ -14,5 +19,27 @@ namespace sluice {
 /// that errs or does not answer in time makes the call fail closed
 /// (`governance_backend_error`).
 caf::actor spawn_local_scope_backend(caf::actor_system& sys);
+
+/// What the Redis backend has seen go wrong.
+struct redis_backend_stats {
+  /// Progress writes that failed (telemetry: the calls went on).
+  std::atomic<uint64_t> write_errors{0};
+  /// Progress reads that failed (each failed its call closed).
+  std::atomic<uint64_t> read_errors{0};
+};
+
+/// Spawns the Redis scope-state backend, which several nodes share: the
+/// progress marker of a scope is one key (`<prefix>progress:<scope>`),
+/// written with the server's clock on success and kept `progress_ttl`
+/// (far longer than any stall window). A missing key is +infinity. Redis
+/// unreachable, slow or failing makes `progress_age` fail with
+/// `governance_backend_error` (fail-closed); a failed progress write is
+/// only counted. It reconnects by itself. Runs on its own thread (hiredis
+/// blocks). Throws `std::invalid_argument` naming the field of nonsense
+/// settings.
+caf::actor spawn_redis_scope_backend(
+    caf::actor_system& sys, redis_config cfg,
+    duration progress_ttl = std::chrono::hours{1},
+    std::shared_ptr<redis_backend_stats> stats = nullptr);
 
 } // namespace sluice

@@ -57,12 +57,25 @@ std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
 
 // -- runtime ------------------------------------------------------------------
 
+namespace {
+
+caf::actor make_backend(caf::actor_system& sys, const runtime_config& cfg) {
+  if (!cfg.redis)
+    return spawn_local_scope_backend(sys);
+  with_key_prefix("backend", [&] { validate(*cfg.redis); });
+  if (cfg.progress_ttl < std::chrono::seconds{1})
+    throw config_error("backend.progress_ttl_s", "must be at least 1 s");
+  return spawn_redis_scope_backend(sys, *cfg.redis, cfg.progress_ttl);
+}
+
+} // namespace
+
 runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     : sys_(sys)
     , cfg_(std::move(cfg))
     , tiers_(sys, cfg_.admission)
     , embedded_connection_(tiers_.new_connection())
-    , backend_(spawn_local_scope_backend(sys))
+    , backend_(make_backend(sys, cfg_))
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
   if (cfg_.kinds.empty())
     throw config_error("kinds", "needs at least one call kind");

@@ -16,6 +16,7 @@
 
 #include "actors/governor.hpp"
 #include "actors/http_source.hpp"
+#include "runtime/redis_client.hpp"
 #include "actors/simulated_source.hpp"
 #include "runtime/admission_config.hpp"
 #include "runtime/admission_tiers.hpp"
@@ -52,6 +53,12 @@ struct runtime_config {
   std::map<std::string, policy::call_policy> kinds = default_kinds();
   /// Seeds jitter and weighted selection; 0 draws a random seed.
   uint64_t seed = 0;
+  /// Scope progress in Redis, shared by several nodes (empty: kept in
+  /// process, the default).
+  std::optional<redis_config> redis;
+  /// How long a scope's progress marker lives in Redis (far longer than
+  /// any stall window).
+  duration progress_ttl = std::chrono::hours{1};
 
   static std::map<std::string, policy::call_policy> default_kinds();
 };

@@ -16,6 +16,8 @@ packages=(
   nlohmann-json3-dev
   libbenchmark-dev
   libjemalloc2
+  libhiredis-dev
+  redis-server
 )
 # The JS end-to-end test (tests/js) needs node and npm; a machine that has them
 # from elsewhere (e.g. a newer Node) keeps its own.
