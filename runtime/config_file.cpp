@@ -193,6 +193,53 @@ void read_node(table_reader& r, node_settings& n) {
   r.done();
 }
 
+// `[backend]`: where scope progress lives -- in process ("local", the
+// default) or in Redis, shared by several nodes.
+void read_backend(table_reader& r, runtime_config& rc) {
+  auto type = r.string("type").value_or("local");
+  if (type != "local" && type != "redis")
+    r.fail("type", "must be \"local\" or \"redis\"");
+  redis_config c;
+  if (auto address = r.string("address")) {
+    auto colon = address->rfind(':');
+    char* end = nullptr;
+    auto port = colon == std::string::npos
+                    ? 0L
+                    : std::strtol(address->c_str() + colon + 1, &end, 10);
+    if (colon == std::string::npos || colon == 0 || *end != '\0' ||
+        port < 1 || port > 65535)
+      r.fail("address", "must be HOST:PORT, e.g. \"127.0.0.1:6379\"");
+    c.host = address->substr(0, colon);
+    c.port = static_cast<uint16_t>(port);
+  }
+  if (auto var = r.string("password_env")) {
+    auto value = std::getenv(var->c_str());
+    if (value == nullptr)
+      r.fail("password_env", "environment variable " + *var + " is not set");
+    c.password = value;
+  }
+  if (auto x = r.string("key_prefix"))
+    c.key_prefix = *x;
+  auto positive = [&](std::string_view key, duration& out) {
+    if (auto x = r.span(key, 0.001)) {
+      if (*x <= duration::zero())
+        r.fail(key, "must be positive");
+      out = *x;
+    }
+  };
+  positive("connect_timeout_ms", c.connect_timeout);
+  positive("command_timeout_ms", c.command_timeout);
+  positive("reconnect_after_ms", c.reconnect_after);
+  if (auto x = r.span("progress_ttl_s", 1.0)) {
+    if (*x < std::chrono::seconds{1})
+      r.fail("progress_ttl_s", "must be at least 1");
+    rc.progress_ttl = *x;
+  }
+  r.done();
+  if (type == "redis")
+    rc.redis = c;
+}
+
 void read_admission(table_reader& r, admission_config& a) {
   auto cap = [&](std::string_view key, int64_t& out) {
     if (auto x = r.integer(key))
@@ -492,6 +539,10 @@ file_config parse_config(std::string_view text, std::string_view origin) {
     table_reader r{*t, "admission"};
     read_admission(r, cfg.runtime.admission);
   }
+  if (auto t = top.table("backend")) {
+    table_reader r{*t, "backend"};
+    read_backend(r, cfg.runtime);
+  }
   if (auto t = top.table("kinds")) {
     table_reader kinds{*t, "kinds"};
     for (auto&& [k, v] : *t) {
@@ -565,6 +616,17 @@ session_cap = 16              # calls in flight per session (X-Session-Id)
 connection_cap = 256          # calls in flight per client connection
 global_cap = 1024             # calls in flight in the node
 wait_timeout_s = 3            # one deadline for all three tiers
+
+[backend]                     # where each scope's progress marker lives
+type = "local"                # "local": this process; "redis": shared by nodes
+progress_ttl_s = 3600         # a marker's lifetime (far over any stall window)
+# With type = "redis":
+# address = "127.0.0.1:6379"
+# password_env = "SLUICE_REDIS_PASSWORD"   # the variable holding the password
+# key_prefix = "sluice:"
+# connect_timeout_ms = 500
+# command_timeout_ms = 500    # Redis slower than this: the call fails closed
+# reconnect_after_ms = 500    # pause between reconnects while Redis is down
 
 [kinds.chat]                  # 429 does not spend the retry budget
 max_attempts = 3

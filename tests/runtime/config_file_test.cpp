@@ -48,6 +48,32 @@ TEST_CASE("the default config is valid and complete") {
   CHECK(cfg.routes[0].route.name == "/v1/chat/completions");
   CHECK(cfg.routes[0].route.sources ==
         std::vector<std::string>{"sim-primary", "sim-backup"});
+  CHECK_FALSE(cfg.runtime.redis.has_value()); // progress kept in process
+}
+
+TEST_CASE("a redis backend is read with its address, secret and timeouts") {
+  setenv("SLUICE_TEST_REDIS_PASSWORD", "hunter2", 1);
+  auto cfg = parse_config(std::string{minimal} + R"toml(
+[backend]
+type = "redis"
+address = "10.0.0.7:6380"
+password_env = "SLUICE_TEST_REDIS_PASSWORD"
+key_prefix = "prod:"
+connect_timeout_ms = 250
+command_timeout_ms = 100
+reconnect_after_ms = 1000
+progress_ttl_s = 7200
+)toml");
+  REQUIRE(cfg.runtime.redis.has_value());
+  auto& r = *cfg.runtime.redis;
+  CHECK(r.host == "10.0.0.7");
+  CHECK(r.port == 6380);
+  CHECK(r.password == "hunter2");
+  CHECK(r.key_prefix == "prod:");
+  CHECK(r.connect_timeout == std::chrono::milliseconds{250});
+  CHECK(r.command_timeout == std::chrono::milliseconds{100});
+  CHECK(r.reconnect_after == std::chrono::seconds{1});
+  CHECK(cfg.runtime.progress_ttl == std::chrono::hours{2});
 }
 
 TEST_CASE("values are read into the structs they configure") {
@@ -175,6 +201,13 @@ TEST_CASE("nonsense values are refused, naming the key as written") {
       {"[node]\nlisten = \"8080\"\n", "node.listen"},
       {"[node]\nscheduler = \"fast\"\n", "node.scheduler"},
       {"[node]\nactor_threads = -1\n", "node.actor_threads"},
+      {"[backend]\ntype = \"etcd\"\n", "backend.type"},
+      {"[backend]\ntype = \"redis\"\naddress = \"redis\"\n",
+       "backend.address"},
+      {"[backend]\npassword_env = \"SLUICE_SURELY_UNSET_VARIABLE\"\n",
+       "backend.password_env"},
+      {"[backend]\ncommand_timeout_ms = 0\n", "backend.command_timeout_ms"},
+      {"[backend]\nprogress_ttl_s = 0.5\n", "backend.progress_ttl_s"},
   };
   for (auto& c : cases) {
     INFO(c.text);
