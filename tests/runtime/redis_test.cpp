@@ -1,13 +1,16 @@
 // The Redis backend against a redis-server of the test's own: the client
 // (scripts, reconnecting after a restart), the scope backend shared by two
 // nodes (progress seen across them, fail-closed while Redis is down,
-// recovery with no manual step), and the stall verdict across two runtimes.
+// recovery with no manual step), the stall verdict across two runtimes, and
+// the cluster lease pool (a shared cap, release, renewal, lapse, contention).
 // Real time: Redis has its own clock; windows are kept short.
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -18,6 +21,7 @@
 #include "messages/atoms.hpp"
 #include "messages/errors.hpp"
 #include "runtime/redis_client.hpp"
+#include "runtime/redis_leases.hpp"
 #include "runtime/runtime.hpp"
 #include "test_redis.hpp"
 
@@ -203,4 +207,87 @@ TEST_CASE_METHOD(actor_fixture,
   // Not before the marker aged a window (A's last success was at most
   // ~0.1 s before it went quiet).
   CHECK(clock_type::now() - quiet >= 800ms);
+}
+
+TEST_CASE("cluster leases: a cap shared by nodes, released, renewed, and "
+          "lapsing for a node that stopped",
+          "[redis]") {
+  test_redis server;
+  redis_client ca{server.config()}, cb{server.config()};
+  lease_pool a{ca, "global", 3, 300ms, "node-a"};
+  lease_pool b{cb, "global", 3, 300ms, "node-b"};
+  // Three leases in all, whichever node asks.
+  auto a1 = a.try_acquire();
+  auto a2 = a.try_acquire();
+  auto b1 = b.try_acquire();
+  REQUIRE((a1.granted && a2.granted && b1.granted));
+  auto full = b.try_acquire();
+  CHECK(full.answered);
+  CHECK_FALSE(full.granted);
+  CHECK(a.live() == 3);
+  // Released on completion: the other node may take it at once.
+  REQUIRE(a.release(a1.lease));
+  auto b2 = b.try_acquire();
+  CHECK(b2.granted);
+  // Renewed while held: B's leases outlive several TTLs.
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(100ms);
+    CHECK(b.renew({b1.lease, b2.lease}) == 2);
+  }
+  // A stopped renewing (as if killed -9): its lease lapses within one TTL,
+  // and B can use it again; B's renewed leases are still there.
+  CHECK(b.live() == 2);
+  CHECK(b.try_acquire().granted);
+  CHECK_FALSE(b.try_acquire().granted);
+  // A renewing a lapsed lease learns it lost it.
+  CHECK(a.renew({a2.lease}) == 0);
+  // Redis down: an error, not "full" -- the caller must fail closed.
+  server.stop();
+  auto down = a.try_acquire();
+  CHECK_FALSE(down.answered);
+  CHECK_FALSE(down.error.empty());
+  CHECK(a.live() == -1);
+}
+
+TEST_CASE("cluster leases never exceed the cap under concurrent nodes",
+          "[redis]") {
+  test_redis server;
+  constexpr uint32_t cap = 5;
+  // Catch2's assertions are not for other threads: count, check after.
+  std::atomic<int> held{0}, most{0}, granted{0}, refused{0}, errors{0};
+  std::vector<std::thread> nodes;
+  for (int n = 0; n < 6; ++n)
+    nodes.emplace_back([&, n] {
+      redis_client c{server.config()};
+      lease_pool pool{c, "contended", cap, 5s, "node-" + std::to_string(n)};
+      for (int i = 0; i < 150; ++i) {
+        auto got = pool.try_acquire();
+        if (!got.answered) {
+          ++errors;
+          continue;
+        }
+        if (!got.granted) {
+          ++refused;
+          continue;
+        }
+        ++granted;
+        auto now = ++held;
+        for (auto m = most.load(); now > m && !most.compare_exchange_weak(m, now);)
+          ;
+        std::this_thread::sleep_for(std::chrono::microseconds{200});
+        --held; // counted out before Redis hears of it: never above Redis
+        if (!pool.release(got.lease))
+          ++errors;
+      }
+    });
+  for (auto& t : nodes)
+    t.join();
+  INFO("granted " << granted << ", refused " << refused);
+  CHECK(errors == 0);
+  CHECK(most <= static_cast<int>(cap));
+  CHECK(most >= 2); // the nodes really did overlap
+  CHECK(refused > 0); // and were really held to the cap
+  redis_client c{server.config()};
+  lease_pool probe{c, "contended", cap, 5s, "probe"};
+  CHECK(probe.live() == 0); // everything was given back
 }
