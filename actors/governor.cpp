@@ -110,6 +110,10 @@ struct governor_state {
   uint64_t attempt_seq = 0;
   /// A chunk went to the caller: no retry or failover from here on.
   bool committed = false;
+  /// The admission deadline (one for every tier, the cluster's included).
+  time_point admission_deadline{};
+  /// The cluster lease this call holds, if any.
+  std::string lease;
 
   static inline const char* name = "sluice.governor";
 
@@ -134,6 +138,8 @@ void finish(governor_actor* self, call_result result) {
   auto& st = self->state;
   result.attempts = std::move(st.attempts);
   st.ticket.release(self);
+  if (!st.lease.empty())
+    self->send(st.cfg.cluster, lease_release_atom_v, std::move(st.lease));
   if (st.done) {
     st.done->called = true;
     st.done->fn(std::move(result));
@@ -534,6 +540,34 @@ void next_round(governor_actor* self) {
   try_candidate(self, std::move(order), 0);
 }
 
+// The global tier across nodes, after the local tiers and under the same
+// deadline. Redis failing, or the cluster tier not answering within the
+// deadline plus the backend timeout, fails the call closed.
+void admit_cluster(governor_actor* self) {
+  auto& st = self->state;
+  auto limit = st.admission_deadline - self->clock().now() +
+               st.route().backend_timeout;
+  self->request(st.cfg.cluster, limit, acquire_atom_v, st.admission_deadline)
+      .then(
+          [self](std::string& lease) {
+            self->state.lease = std::move(lease);
+            next_round(self);
+          },
+          [self](caf::error& err) {
+            auto& st = self->state;
+            call_result r;
+            if (auto tier = busy_tier(err)) {
+              r.status = call_status::tool_busy;
+              r.busy_tier = tier;
+              r.retry_after_s = seconds(st.cfg.wait_timeout);
+            } else {
+              r.status = call_status::governance_backend_error;
+              r.retry_after_s = seconds(st.policy().poll_interval);
+            }
+            finish(self, std::move(r));
+          });
+}
+
 // -- the behavior -------------------------------------------------------------
 
 caf::behavior governor(governor_actor* self, governor_config cfg) {
@@ -566,6 +600,7 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         st.caller = caf::actor_cast<caf::actor>(self->current_sender());
         st.promise = self->make_response_promise<call_result>();
         st.clock.emplace(self->clock().now());
+        st.admission_deadline = self->clock().now() + st.cfg.wait_timeout;
         admit(self, st.cfg.admission, st.cfg.wait_timeout,
               [self](caf::expected<admission_ticket> t) {
                 auto& st = self->state;
@@ -578,7 +613,10 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
                   return;
                 }
                 st.ticket = std::move(*t);
-                next_round(self);
+                if (st.cfg.cluster)
+                  admit_cluster(self);
+                else
+                  next_round(self);
               });
         return st.promise;
       },

@@ -62,6 +62,9 @@ struct governor_config {
   std::function<void(call_result)> on_done;
   /// With `on_done`: each piece of a streamed answer, before the result.
   std::function<void(std::string)> on_chunk;
+  /// The global tier across nodes (see actors/cluster_tier.hpp), asked
+  /// after the local tiers under the same admission deadline; null: none.
+  caf::actor cluster;
 };
 
 /// Spawns the governor of one call (SPEC §3). Send it `call_atom` to start;

@@ -27,6 +27,12 @@ CAF_ADD_ATOM(sluice, sluice, wake_atom, "wake")
 /// Stale timers (the waiter already left) are ignored.
 CAF_ADD_ATOM(sluice, sluice, expire_atom, "expire")
 
+/// `(lease_release_atom, std::string lease)`: give a cluster lease back.
+CAF_ADD_ATOM(sluice, sluice, lease_release_atom, "lrelease")
+/// `(lease_renew_atom)`: the cluster tier's renewal timer.
+CAF_ADD_ATOM(sluice, sluice, lease_renew_atom, "lrenew")
+/// `(lease_poll_atom)`: the cluster tier's retry timer while callers wait.
+CAF_ADD_ATOM(sluice, sluice, lease_poll_atom, "lpoll")
 /// `(status_atom) -> tier_status`: current counts of a tier.
 CAF_ADD_ATOM(sluice, sluice, status_atom, "status")
 

@@ -235,6 +235,18 @@ void read_backend(table_reader& r, runtime_config& rc) {
       r.fail("progress_ttl_s", "must be at least 1");
     rc.progress_ttl = *x;
   }
+  if (auto x = r.integer("cluster_global_cap")) {
+    if (*x < 0 || *x > 2147483647)
+      r.fail("cluster_global_cap", "must be in [0, 2147483647] (0: none)");
+    if (*x > 0 && type != "redis")
+      r.fail("cluster_global_cap", "needs type = \"redis\"");
+    rc.cluster_global_cap = static_cast<uint32_t>(*x);
+  }
+  if (auto x = r.span("lease_ttl_s", 1.0)) {
+    if (*x < std::chrono::milliseconds{100})
+      r.fail("lease_ttl_s", "must be at least 0.1");
+    rc.lease_ttl = *x;
+  }
   r.done();
   if (type == "redis")
     rc.redis = c;
@@ -627,6 +639,8 @@ progress_ttl_s = 3600         # a marker's lifetime (far over any stall window)
 # connect_timeout_ms = 500
 # command_timeout_ms = 500    # Redis slower than this: the call fails closed
 # reconnect_after_ms = 500    # pause between reconnects while Redis is down
+# cluster_global_cap = 0      # calls in flight across all nodes (0: none)
+# lease_ttl_s = 10            # a dead node's permits come back within this
 
 [kinds.chat]                  # 429 does not spend the retry budget
 max_attempts = 3

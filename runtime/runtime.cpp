@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/cluster_tier.hpp"
 #include "actors/scope_backend.hpp"
 #include "messages/atoms.hpp"
 #include "runtime/config_error.hpp"
@@ -68,6 +69,21 @@ caf::actor make_backend(caf::actor_system& sys, const runtime_config& cfg) {
   return spawn_redis_scope_backend(sys, *cfg.redis, cfg.progress_ttl);
 }
 
+caf::actor make_cluster_tier(caf::actor_system& sys,
+                             const runtime_config& cfg) {
+  if (cfg.cluster_global_cap == 0)
+    return {};
+  if (!cfg.redis)
+    throw config_error("backend.cluster_global_cap",
+                       "needs the redis backend (type = \"redis\")");
+  cluster_tier_config c;
+  c.redis = *cfg.redis;
+  c.cap = cfg.cluster_global_cap;
+  c.lease_ttl = cfg.lease_ttl;
+  with_key_prefix("backend", [&] { validate(c); });
+  return spawn_cluster_tier(sys, c);
+}
+
 } // namespace
 
 runtime::runtime(caf::actor_system& sys, runtime_config cfg)
@@ -76,6 +92,7 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     , tiers_(sys, cfg_.admission)
     , embedded_connection_(tiers_.new_connection())
     , backend_(make_backend(sys, cfg_))
+    , cluster_(make_cluster_tier(sys, cfg_))
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
   if (cfg_.kinds.empty())
     throw config_error("kinds", "needs at least one call kind");
@@ -95,6 +112,8 @@ runtime::~runtime() {
     stop(s.gate);
   }
   stop(backend_);
+  if (cluster_)
+    stop(cluster_);
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,
@@ -242,6 +261,7 @@ runtime::make_governor_config(call_request request, const call_options& options,
   g.admission = tiers_.path(session(options.session),
                             options.connection.value_or(embedded_connection_));
   g.wait_timeout = cfg_.admission.wait_timeout;
+  g.cluster = cluster_;
   g.request = std::move(request);
   g.seed = next_seed_.fetch_add(1, std::memory_order_relaxed);
   return g;

@@ -59,6 +59,12 @@ struct runtime_config {
   /// How long a scope's progress marker lives in Redis (far longer than
   /// any stall window).
   duration progress_ttl = std::chrono::hours{1};
+  /// With `redis`: a cap on calls in flight across every node sharing the
+  /// Redis key prefix, taken after this node's own tiers (0: none).
+  uint32_t cluster_global_cap = 0;
+  /// A cluster permit's lease lapses this long after its last renewal
+  /// (renewed every third of it while held).
+  duration lease_ttl = std::chrono::seconds{10};
 
   static std::map<std::string, policy::call_policy> default_kinds();
 };
@@ -204,6 +210,8 @@ private:
   admission_tiers tiers_;
   tier_handle embedded_connection_;
   caf::actor backend_;
+  /// The global tier across nodes (null: none).
+  caf::actor cluster_;
   /// Sources and routes: written while the service sets up, read by every
   /// call (readers share the lock).
   mutable std::shared_mutex mx_;

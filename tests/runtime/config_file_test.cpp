@@ -63,6 +63,8 @@ connect_timeout_ms = 250
 command_timeout_ms = 100
 reconnect_after_ms = 1000
 progress_ttl_s = 7200
+cluster_global_cap = 64
+lease_ttl_s = 5
 )toml");
   REQUIRE(cfg.runtime.redis.has_value());
   auto& r = *cfg.runtime.redis;
@@ -74,6 +76,8 @@ progress_ttl_s = 7200
   CHECK(r.command_timeout == std::chrono::milliseconds{100});
   CHECK(r.reconnect_after == std::chrono::seconds{1});
   CHECK(cfg.runtime.progress_ttl == std::chrono::hours{2});
+  CHECK(cfg.runtime.cluster_global_cap == 64);
+  CHECK(cfg.runtime.lease_ttl == std::chrono::seconds{5});
 }
 
 TEST_CASE("values are read into the structs they configure") {
@@ -208,6 +212,9 @@ TEST_CASE("nonsense values are refused, naming the key as written") {
        "backend.password_env"},
       {"[backend]\ncommand_timeout_ms = 0\n", "backend.command_timeout_ms"},
       {"[backend]\nprogress_ttl_s = 0.5\n", "backend.progress_ttl_s"},
+      {"[backend]\ncluster_global_cap = 8\n", "backend.cluster_global_cap"},
+      {"[backend]\ntype = \"redis\"\nlease_ttl_s = 0\n",
+       "backend.lease_ttl_s"},
   };
   for (auto& c : cases) {
     INFO(c.text);

@@ -291,3 +291,88 @@ TEST_CASE("cluster leases never exceed the cap under concurrent nodes",
   lease_pool probe{c, "contended", cap, 5s, "probe"};
   CHECK(probe.live() == 0); // everything was given back
 }
+
+TEST_CASE_METHOD(actor_fixture,
+                 "the global tier across nodes holds its cap, waits under the "
+                 "admission deadline, and fails closed without Redis",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  rc.cluster_global_cap = 2;
+  rc.lease_ttl = 1s;
+  rc.admission.wait_timeout = 400ms;
+  runtime node_a{sys, rc};
+  runtime node_b{sys, rc};
+  sim_config hang; // answers only when told to stop hanging: never
+  hang.phases[0].hang_rate = 1.0;
+  node_a.add_simulated_source("hang", hang);
+  node_b.add_simulated_source("hang", hang);
+  node_a.add_route({"/r", "chat", {"hang"}, {}, {}});
+  node_b.add_route({"/r", "chat", {"hang"}, {}, {}});
+  // What the callbacks fill in; shared, since a cancelled call reports on
+  // an actor thread, possibly after this test returned.
+  struct seen {
+    std::mutex mx;
+    std::vector<call_result> results;
+    std::optional<call_result> later, refused;
+  };
+  auto box = std::make_shared<seen>();
+  auto& mx = box->mx;
+  auto& results = box->results;
+  auto record = [box](call_result r) {
+    std::lock_guard<std::mutex> guard{box->mx};
+    box->results.push_back(std::move(r));
+  };
+  auto ended = [box] {
+    std::lock_guard<std::mutex> guard{box->mx};
+    return box->results.size();
+  };
+  // Two calls hold the cluster's two permits, one on each node.
+  auto first = node_a.call(call_request{"/r", "{}"}, record);
+  auto second = node_b.call(call_request{"/r", "{}"}, record);
+  redis_client probe_client{server.config()};
+  lease_pool probe{probe_client, "global", 2, 1s, "probe"};
+  REQUIRE(eventually([&] { return probe.live() == 2; }));
+  // A third, on either node, waits one admission deadline, then tool_busy
+  // naming the global tier.
+  auto t0 = clock_type::now();
+  node_a.call(call_request{"/r", "{}"}, record);
+  REQUIRE(eventually([&] { return ended() == 1; }));
+  {
+    std::lock_guard<std::mutex> guard{mx};
+    CHECK(results[0].status == call_status::tool_busy);
+    CHECK(results[0].busy_tier == tier_kind::global);
+  }
+  CHECK(clock_type::now() - t0 >= 350ms);
+  // A waiter is admitted as soon as a holder on another node lets go.
+  auto& later = box->later;
+  auto waiting = node_b.call(call_request{"/r", "{}"}, [box](call_result r) {
+    std::lock_guard<std::mutex> guard{box->mx};
+    box->later = std::move(r);
+  });
+  std::this_thread::sleep_for(50ms);
+  first.cancel(); // node A's call ends: its lease goes back
+  REQUIRE(eventually([&] { return ended() == 2; })); // the cancelled one
+  std::this_thread::sleep_for(500ms); // past the deadline, had it waited
+  {
+    std::lock_guard<std::mutex> guard{mx};
+    CHECK_FALSE(later.has_value()); // admitted: now hanging upstream
+  }
+  CHECK(probe.live() == 2);
+  // Redis down: new calls fail closed, promptly.
+  server.stop();
+  auto& refused = box->refused;
+  node_a.call(call_request{"/r", "{}"}, [box](call_result r) {
+    std::lock_guard<std::mutex> guard{box->mx};
+    box->refused = std::move(r);
+  });
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> guard{mx};
+    return refused.has_value();
+  }, 3000ms));
+  std::lock_guard<std::mutex> guard{mx};
+  CHECK(refused->status == call_status::governance_backend_error);
+  second.cancel();
+  waiting.cancel();
+}
