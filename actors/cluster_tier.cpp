@@ -186,11 +186,21 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
           std::vector<std::string> leases;
           for (auto& [lease, holder] : st.held)
             leases.push_back(lease);
-          auto live = st.pool->renew(leases);
-          if (live < 0)
+          if (auto lapsed = st.pool->renew(leases)) {
+            // Gone from Redis (it restarted, or was out of reach for a
+            // TTL): the calls go on, but their leases no longer count.
+            for (auto& lease : *lapsed) {
+              auto i = st.held.find(lease);
+              if (i != st.held.end()) {
+                self->demonitor(i->second);
+                st.held.erase(i);
+                ++st.stats->lost;
+              }
+            }
+            note_counts(st);
+          } else {
             ++st.stats->errors;
-          else if (live < static_cast<int64_t>(leases.size()))
-            st.stats->lost += leases.size() - static_cast<size_t>(live);
+          }
         }
         self->delayed_send(self, st.cfg.lease_ttl / 3, lease_renew_atom_v);
       },

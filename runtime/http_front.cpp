@@ -262,10 +262,17 @@ json status_json(http_front::impl& front, json scopes) {
                        {"in_flight", t.in_use}});
   }
   auto open_connections = connections.size();
-  return {{"tiers",
-           {{"global", tier_json(front.rt.tiers().global().status())},
-            {"sessions", std::move(sessions)},
-            {"connections", std::move(connections)}}},
+  json tiers = {{"global", tier_json(front.rt.tiers().global().status())},
+                {"sessions", std::move(sessions)},
+                {"connections", std::move(connections)}};
+  // The global tier across nodes: this node's leases and waiters.
+  if (auto& c = front.rt.cluster_stats())
+    tiers["cluster"] = {{"cap", front.rt.config().cluster_global_cap},
+                        {"held_here", c->held.load()},
+                        {"waiting_here", c->waiting.load()},
+                        {"leases_lost", c->lost.load()},
+                        {"redis_errors", c->errors.load()}};
+  return {{"tiers", std::move(tiers)},
           {"connections", open_connections},
           {"calls_in_flight", front.in_flight.load()},
           {"sources", std::move(sources)},

@@ -24,17 +24,18 @@ constexpr const char* renew_script = R"(
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local live = 0
+local lapsed = {}
 for i = 2, #ARGV do
   if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
     redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i])
-    live = live + 1
+  else
+    table.insert(lapsed, ARGV[i])
   end
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
-return live
+return lapsed
 )";
 
 constexpr const char* live_script = R"(
@@ -79,16 +80,21 @@ bool lease_pool::release(const std::string& lease) {
   return redis_.command({"ZREM", key_, lease}).ok();
 }
 
-int64_t lease_pool::renew(const std::vector<std::string>& leases) {
+std::optional<std::vector<std::string>>
+lease_pool::renew(const std::vector<std::string>& leases) {
   if (leases.empty())
-    return 0;
+    return std::vector<std::string>{};
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_);
   std::vector<std::string> args{std::to_string(ms.count())};
   args.insert(args.end(), leases.begin(), leases.end());
   auto r = redis_.eval(renew_script, {key_}, args);
-  if (!r.ok() || r.reply->type != redis_reply::kind::integer)
-    return -1;
-  return r.reply->integer;
+  // An empty Lua table comes back as an empty array.
+  if (!r.ok() || r.reply->type != redis_reply::kind::array)
+    return std::nullopt;
+  std::vector<std::string> lapsed;
+  for (auto& e : r.reply->elements)
+    lapsed.push_back(e.text);
+  return lapsed;
 }
 
 int64_t lease_pool::live() {

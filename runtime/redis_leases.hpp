@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,11 @@ public:
   /// by itself within one TTL).
   bool release(const std::string& lease);
 
-  /// Extends the given leases by one TTL from now. Returns how many were
-  /// still live (a lease that lapsed is gone: its holder lost it), or -1 if
+  /// Extends the given leases by one TTL from now. Returns the ones that
+  /// had lapsed already (gone: their holders lost them), or nothing if
   /// Redis did not answer.
-  int64_t renew(const std::vector<std::string>& leases);
+  std::optional<std::vector<std::string>>
+  renew(const std::vector<std::string>& leases);
 
   /// Live leases in the cluster right now, or -1 if Redis did not answer.
   int64_t live();

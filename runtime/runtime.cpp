@@ -69,8 +69,8 @@ caf::actor make_backend(caf::actor_system& sys, const runtime_config& cfg) {
   return spawn_redis_scope_backend(sys, *cfg.redis, cfg.progress_ttl);
 }
 
-caf::actor make_cluster_tier(caf::actor_system& sys,
-                             const runtime_config& cfg) {
+caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
+                             std::shared_ptr<cluster_tier_stats>& stats) {
   if (cfg.cluster_global_cap == 0)
     return {};
   if (!cfg.redis)
@@ -81,7 +81,8 @@ caf::actor make_cluster_tier(caf::actor_system& sys,
   c.cap = cfg.cluster_global_cap;
   c.lease_ttl = cfg.lease_ttl;
   with_key_prefix("backend", [&] { validate(c); });
-  return spawn_cluster_tier(sys, c);
+  stats = std::make_shared<cluster_tier_stats>();
+  return spawn_cluster_tier(sys, c, stats);
 }
 
 } // namespace
@@ -92,7 +93,7 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     , tiers_(sys, cfg_.admission)
     , embedded_connection_(tiers_.new_connection())
     , backend_(make_backend(sys, cfg_))
-    , cluster_(make_cluster_tier(sys, cfg_))
+    , cluster_(make_cluster_tier(sys, cfg_, cluster_stats_))
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
   if (cfg_.kinds.empty())
     throw config_error("kinds", "needs at least one call kind");

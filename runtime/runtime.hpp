@@ -15,6 +15,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/governor.hpp"
+#include "actors/cluster_tier.hpp"
 #include "actors/http_source.hpp"
 #include "runtime/redis_client.hpp"
 #include "actors/simulated_source.hpp"
@@ -194,6 +195,14 @@ public:
   /// The scope-state backend.
   const caf::actor& backend() const noexcept { return backend_; }
 
+  /// The configuration the runtime was built from.
+  const runtime_config& config() const noexcept { return cfg_; }
+
+  /// This node's side of the global tier across nodes (null: none).
+  const std::shared_ptr<cluster_tier_stats>& cluster_stats() const noexcept {
+    return cluster_stats_;
+  }
+
 private:
   // Built-in sources are self-timed (see messages/source.hpp).
   void add_source(const std::string& name, source_actor actor,
@@ -211,6 +220,7 @@ private:
   tier_handle embedded_connection_;
   caf::actor backend_;
   /// The global tier across nodes (null: none).
+  std::shared_ptr<cluster_tier_stats> cluster_stats_;
   caf::actor cluster_;
   /// Sources and routes: written while the service sets up, read by every
   /// call (readers share the lock).

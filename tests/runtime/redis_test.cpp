@@ -232,7 +232,9 @@ TEST_CASE("cluster leases: a cap shared by nodes, released, renewed, and "
   // Renewed while held: B's leases outlive several TTLs.
   for (int i = 0; i < 5; ++i) {
     std::this_thread::sleep_for(100ms);
-    CHECK(b.renew({b1.lease, b2.lease}) == 2);
+    auto lapsed = b.renew({b1.lease, b2.lease});
+    REQUIRE(lapsed.has_value());
+    CHECK(lapsed->empty());
   }
   // A stopped renewing (as if killed -9): its lease lapses within one TTL,
   // and B can use it again; B's renewed leases are still there.
@@ -240,7 +242,9 @@ TEST_CASE("cluster leases: a cap shared by nodes, released, renewed, and "
   CHECK(b.try_acquire().granted);
   CHECK_FALSE(b.try_acquire().granted);
   // A renewing a lapsed lease learns it lost it.
-  CHECK(a.renew({a2.lease}) == 0);
+  auto lost = a.renew({a2.lease});
+  REQUIRE(lost.has_value());
+  CHECK(*lost == std::vector<std::string>{a2.lease});
   // Redis down: an error, not "full" -- the caller must fail closed.
   server.stop();
   auto down = a.try_acquire();
