@@ -1,0 +1,139 @@
+// sluice-node processes sharing one Redis: kill -9 a node that holds
+// cluster permits, and another node can use them again within one lease
+// TTL. Real processes (the built sluice-node binary), real signals.
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loopback_http.hpp"
+#include "runtime/redis_leases.hpp"
+#include "test_redis.hpp"
+#include "test_upstream.hpp"
+
+extern char** environ;
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using sluice::testing::test_redis;
+using sluice::testing::test_upstream;
+using namespace sluice::testing::loopback;
+
+namespace {
+
+// One sluice-node process on a free port, its stdout read for the port.
+class node_process {
+public:
+  explicit node_process(const std::string& config_path) {
+    int out[2];
+    if (pipe(out) != 0)
+      throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<std::string> args{SLUICE_NODE_BINARY, "--config", config_path,
+                                  "--listen", "127.0.0.1:0"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    auto rc = posix_spawn(&pid_, SLUICE_NODE_BINARY, &actions, nullptr,
+                          argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (rc != 0)
+      throw std::runtime_error("cannot start sluice-node");
+    // "sluice-node listening on http://127.0.0.1:PORT (...)"
+    std::string line;
+    char c;
+    while (read(out[0], &c, 1) == 1 && c != '\n')
+      line += c;
+    stdout_ = out[0];
+    auto at = line.find("127.0.0.1:");
+    if (at == std::string::npos)
+      throw std::runtime_error("sluice-node said: " + line);
+    port_ = static_cast<uint16_t>(std::stoi(line.substr(at + 10)));
+  }
+
+  ~node_process() {
+    signal(SIGKILL);
+    close(stdout_);
+  }
+
+  uint16_t port() const { return port_; }
+
+  void signal(int sig) {
+    if (pid_ <= 0)
+      return;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+private:
+  pid_t pid_ = -1;
+  int stdout_ = -1;
+  uint16_t port_ = 0;
+};
+
+} // namespace
+
+TEST_CASE("node: kill -9 a node holding cluster permits - another node uses "
+          "them again within one lease TTL",
+          "[node][redis]") {
+  test_upstream upstream;
+  test_redis redis;
+  auto path = std::string{"/tmp/sluice-cluster-"} + std::to_string(getpid()) +
+              ".toml";
+  {
+    std::ofstream f{path};
+    f << "[admission]\nwait_timeout_s = 5\n"
+      << "[backend]\ntype = \"redis\"\naddress = \"127.0.0.1:"
+      << redis.port() << "\"\nkey_prefix = \"kill-test:\"\n"
+      << "cluster_global_cap = 2\nlease_ttl_s = 1\n"
+      << "[sources.hang]\ntype = \"http\"\nbase_url = \""
+      << upstream.url("/slow") << "\"\n"
+      << "[sources.ok]\ntype = \"http\"\nbase_url = \"" << upstream.url("/ok")
+      << "\"\n"
+      << "[routes.\"/v1/hang\"]\nsources = [\"hang\"]\n"
+      << "[routes.\"/v1/chat/completions\"]\nsources = [\"ok\"]\n";
+  }
+  node_process a{path}, b{path};
+  // Node A takes both cluster permits with calls that hang upstream.
+  std::vector<std::thread> holders;
+  for (int i = 0; i < 2; ++i)
+    holders.emplace_back([&, i] {
+      exchange(a.port(), http::verb::post, "/v1/hang", "{}",
+               "holder-" + std::to_string(i));
+    });
+  redis_client probe_client{redis.config("kill-test:")};
+  lease_pool probe{probe_client, "global", 2, 1s, "probe"};
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (probe.live() < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(probe.live() == 2);
+  // Node A dies without a word.
+  a.signal(SIGKILL);
+  auto killed = std::chrono::steady_clock::now();
+  // Node B's call waits for a permit and gets one once A's leases lapse.
+  auto r = exchange(b.port(), http::verb::post, "/v1/chat/completions", "{}");
+  auto waited = std::chrono::steady_clock::now() - killed;
+  CHECK(r.status == 200);
+  CHECK(waited < 1500ms); // one lease TTL (1 s), plus polling and slack
+  for (auto& t : holders)
+    t.join();
+  b.signal(SIGTERM);
+  std::remove(path.c_str());
+}
