@@ -4,7 +4,9 @@
 // HTTP front), in front of one slow upstream, with a cluster-wide cap of 2.
 // More clients than that call at once; the cap holds across the cluster
 // (sampled from Redis and from every node's /status) and every call gets
-// an answer.
+// an answer. Then Redis stops under load: calls fail closed with 503
+// governance_backend_error, none hangs, and service resumes by itself when
+// Redis is back.
 
 #include <algorithm>
 #include <atomic>
@@ -150,4 +152,41 @@ TEST_CASE("node: three nodes hold a cluster-wide cap together and answer "
   CHECK(probe.live() == 0);
   for (auto& n : nodes)
     CHECK(n->held() == 0);
+}
+
+TEST_CASE("node: Redis stopped under load - calls fail closed, none hangs, "
+          "and service resumes when Redis is back",
+          "[node][redis]") {
+  test_upstream upstream;
+  test_redis redis;
+  auto text = cluster_config(upstream, redis.port());
+  node n{text};
+  auto call = [&] {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = exchange(n.front->port(), http::verb::post,
+                      "/v1/chat/completions", "{}");
+    return std::make_pair(r, std::chrono::steady_clock::now() - t0);
+  };
+  REQUIRE(call().first.status == 200);
+  redis.stop();
+  // Every call during the outage gets its answer, promptly, and it is the
+  // fail-closed one: nothing passes unchecked.
+  for (int i = 0; i < 5; ++i) {
+    auto [r, took] = call();
+    CHECK(r.status == 503);
+    CHECK(r.body.find("governance_backend_error") != std::string::npos);
+    CHECK(took < 3s); // the connect and command timeouts, not a hang
+  }
+  redis.start();
+  // No manual step: the node reconnects on its own.
+  auto until = std::chrono::steady_clock::now() + 10s;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    status = call().first.status;
+    if (status == 200)
+      break;
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(status == 200);
+  CHECK(n.held() == 0);
 }
