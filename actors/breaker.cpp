@@ -66,7 +66,8 @@ std::vector<probe_lease>::iterator find_lease(breaker_actor* self,
 
 // Makes a transition visible: mirror first (after the authoritative state,
 // release ordering), then timers and leases, then subscribers in order.
-void announce(breaker_actor* self, const policy::breaker_transition& t) {
+void announce(breaker_actor* self, const policy::breaker_transition& t,
+              bool from_peer = false) {
   auto& st = self->state;
   st.mirror->publish(t.to, t.generation);
   if (t.from == breaker_state::half_open)
@@ -76,6 +77,9 @@ void announce(breaker_actor* self, const policy::breaker_transition& t) {
     self->delayed_send(self, st.machine->open_until() - t.at, half_open_atom_v,
                        t.generation);
   breaker_event ev{st.source, t.from, t.to, t.generation, t.at};
+  if (t.to == breaker_state::open)
+    ev.open_for = st.machine->open_until() - t.at;
+  ev.from_peer = from_peer;
   for (auto& sub : st.subscribers)
     self->send(sub, ev);
 }
@@ -219,6 +223,19 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
       },
       [self](reset_atom) {
         announce_if(self, self->state.machine->reset(self->clock().now()));
+      },
+      // Another node's verdict on the same source (see
+      // actors/breaker_relay.hpp): open for its remaining period, or close.
+      [self](peer_state_atom, breaker_state to, duration open_for) {
+        auto& m = *self->state.machine;
+        auto now = self->clock().now();
+        std::optional<policy::breaker_transition> t;
+        if (to == breaker_state::open && !m.isolated())
+          t = m.open_until(now + open_for, now);
+        else if (to == breaker_state::closed)
+          t = m.close_from_peer(now);
+        if (t)
+          announce(self, *t, true);
       },
       [self](status_atom) { return status_of(self); },
   };

@@ -59,6 +59,11 @@ CAF_ADD_ATOM(sluice, sluice, isolate_atom, "bisolate")
 /// `(reset_atom)`: operator action, close now with a cleared window.
 CAF_ADD_ATOM(sluice, sluice, reset_atom, "breset")
 
+/// `(peer_state_atom, breaker_state to, duration open_for)`: another node's
+/// breaker for this source opened (for `open_for`) or closed; apply it.
+/// `(peer_state_atom, std::string source, breaker_state, duration)`: the
+/// same, from the pub/sub listener to the node's breaker relay.
+CAF_ADD_ATOM(sluice, sluice, peer_state_atom, "peerstate")
 /// `(half_open_atom, uint64_t generation)`: the open period's timer.
 CAF_ADD_ATOM(sluice, sluice, half_open_atom, "halfopen")
 

@@ -58,6 +58,11 @@ struct breaker_event {
   /// The generation the transition entered.
   uint64_t generation;
   time_point at;
+  /// Entering open: for how long (until half-open).
+  duration open_for{};
+  /// Applied from another node (Redis pub/sub), not decided here: not to be
+  /// published again.
+  bool from_peer = false;
 };
 
 /// A breaker's current state, as `status_atom` reports it.

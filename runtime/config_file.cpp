@@ -242,6 +242,8 @@ void read_backend(table_reader& r, runtime_config& rc) {
       r.fail("cluster_global_cap", "needs type = \"redis\"");
     rc.cluster_global_cap = static_cast<uint32_t>(*x);
   }
+  if (auto x = r.boolean("share_breakers"))
+    rc.share_breakers = *x;
   if (auto x = r.span("lease_ttl_s", 1.0)) {
     if (*x < std::chrono::milliseconds{100})
       r.fail("lease_ttl_s", "must be at least 0.1");
@@ -641,6 +643,7 @@ progress_ttl_s = 3600         # a marker's lifetime (far over any stall window)
 # reconnect_after_ms = 500    # pause between reconnects while Redis is down
 # cluster_global_cap = 0      # calls in flight across all nodes (0: none)
 # lease_ttl_s = 10            # a dead node's permits come back within this
+# share_breakers = true       # a breaker opening on one node opens on all
 
 [kinds.chat]                  # 429 does not spend the retry budget
 max_attempts = 3

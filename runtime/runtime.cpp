@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/breaker_relay.hpp"
 #include "actors/cluster_tier.hpp"
 #include "actors/scope_backend.hpp"
 #include "messages/atoms.hpp"
@@ -94,6 +95,9 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     , embedded_connection_(tiers_.new_connection())
     , backend_(make_backend(sys, cfg_))
     , cluster_(make_cluster_tier(sys, cfg_, cluster_stats_))
+    , relay_(cfg_.redis && cfg_.share_breakers
+                 ? spawn_breaker_relay(sys, *cfg_.redis)
+                 : caf::actor{})
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
   if (cfg_.kinds.empty())
     throw config_error("kinds", "needs at least one call kind");
@@ -115,6 +119,8 @@ runtime::~runtime() {
   stop(backend_);
   if (cluster_)
     stop(cluster_);
+  if (relay_)
+    stop(relay_);
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,
@@ -134,9 +140,11 @@ void runtime::add_source(const std::string& name, source_actor actor,
   std::unique_lock<std::shared_mutex> guard{mx_};
   if (sources_.count(name) != 0)
     throw config_error(key, "a source with this name already exists");
-  sources_.emplace(name,
-                   make_source(sys_, name, std::move(actor), settings.breaker,
-                               settings.aimd, settings.quota, self_timed));
+  auto handle = make_source(sys_, name, std::move(actor), settings.breaker,
+                            settings.aimd, settings.quota, self_timed);
+  if (relay_)
+    caf::anon_send(relay_, watch_atom_v, name, handle.breaker.actor);
+  sources_.emplace(name, std::move(handle));
 }
 
 simulated_source

@@ -66,6 +66,9 @@ struct runtime_config {
   /// A cluster permit's lease lapses this long after its last renewal
   /// (renewed every third of it while held).
   duration lease_ttl = std::chrono::seconds{10};
+  /// With `redis`: share breaker transitions with the other nodes (a
+  /// breaker opened on one node opens on all; see actors/breaker_relay.hpp).
+  bool share_breakers = true;
 
   static std::map<std::string, policy::call_policy> default_kinds();
 };
@@ -222,6 +225,8 @@ private:
   /// The global tier across nodes (null: none).
   std::shared_ptr<cluster_tier_stats> cluster_stats_;
   caf::actor cluster_;
+  /// Shares breaker state through Redis (null: none).
+  caf::actor relay_;
   /// Sources and routes: written while the service sets up, read by every
   /// call (readers share the lock).
   mutable std::shared_mutex mx_;

@@ -153,6 +153,15 @@ std::optional<breaker_transition> breaker_policy::reset(time_point now) {
 }
 
 std::optional<breaker_transition>
+breaker_policy::close_from_peer(time_point now) {
+  if (isolated_ || state_ == breaker_state::closed)
+    return std::nullopt;
+  consecutive_opens_ = 0;
+  std::visit([](auto& w) { w.clear(); }, window_);
+  return move_to(breaker_state::closed, now);
+}
+
+std::optional<breaker_transition>
 breaker_policy::on_open_elapsed(time_point now) {
   if (state_ != breaker_state::open || isolated_ ||
       !deadline_passed(open_until_, now))

@@ -113,6 +113,11 @@ public:
   /// growth reset, whatever the state (also ends an isolation).
   std::optional<breaker_transition> reset(time_point now);
 
+  /// Another node closed its breaker for the same source (its probe
+  /// succeeded): close too, with a cleared window, unless isolated here or
+  /// already closed.
+  std::optional<breaker_transition> close_from_peer(time_point now);
+
   /// Open -> half-open once `open_until()` has passed; nothing otherwise.
   std::optional<breaker_transition> on_open_elapsed(time_point now);
 

@@ -380,3 +380,47 @@ TEST_CASE_METHOD(actor_fixture,
   second.cancel();
   waiting.cancel();
 }
+
+TEST_CASE_METHOD(actor_fixture,
+                 "a breaker opened on node A is open on B and C within 1 s, "
+                 "and closes there when A's closes",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  rc.kinds["chat"].max_attempts = 1;
+  rc.kinds["chat"].stall_window = 1s; // a call with no runnable source ends
+  rc.kinds["chat"].poll_interval = 200ms;
+  source_settings s;
+  s.breaker.window_size = 4;
+  s.breaker.min_samples = 4;
+  s.breaker.failure_rate_threshold = 0.5;
+  s.breaker.open_duration = 30s; // nothing half-opens during the test
+  sim_config failing;
+  failing.phases[0].transient_rate = 1.0;
+  std::vector<std::unique_ptr<runtime>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<runtime>(sys, rc));
+    nodes.back()->add_simulated_source("x", failing, s);
+    nodes.back()->add_route({"/x", "chat", {"x"}, {}, {}});
+  }
+  auto is_open = [&](int i) { return nodes[i]->source("x").breaker.is_open(); };
+  std::this_thread::sleep_for(200ms); // the listeners subscribe
+  // Only node A pays the failures.
+  for (int k = 0; k < 4; ++k)
+    nodes[0]->call(call_request{"/x", "{}"}).get();
+  REQUIRE(eventually([&] { return is_open(0); }, 2000ms));
+  auto opened = clock_type::now();
+  CHECK(eventually([&] { return is_open(1) && is_open(2); }, 1000ms));
+  CHECK(clock_type::now() - opened < 1s);
+  // B and C cut the source off without a single failure of their own.
+  auto r = nodes[1]->call(call_request{"/x", "{}"}).get();
+  CHECK(r.status == call_status::all_sources_exhausted);
+  CHECK(r.attempts.empty());
+  // A's breaker closes (an operator reset): so do the others'.
+  caf::anon_send(nodes[0]->source("x").breaker.actor, reset_atom_v);
+  CHECK(eventually([&] { return !is_open(1) && !is_open(2); }, 1000ms));
+  // Nothing echoes back: A stays closed.
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(is_open(0));
+}
