@@ -1,7 +1,6 @@
 #include "actors/breaker_relay.hpp"
 
 #include <mutex>
-#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -82,13 +81,8 @@ private:
   }
 
   bool connect() {
-    timeval tv{};
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  cfg_.connect_timeout)
-                  .count();
-    tv.tv_sec = us / 1000000;
-    tv.tv_usec = us % 1000000;
-    auto* ctx = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port, tv);
+    auto* ctx = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port,
+                                        to_timeval(cfg_.connect_timeout));
     if (ctx == nullptr || ctx->err != 0) {
       if (ctx)
         redisFree(ctx);
@@ -181,8 +175,7 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
                     std::shared_ptr<breaker_relay_stats> stats) {
   auto& st = self->state;
   st.channel = cfg.key_prefix + "breakers";
-  std::random_device rd;
-  st.node = std::to_string(rd()) + "-" + std::to_string(rd());
+  st.node = random_node_id();
   st.stats = std::move(stats);
   st.listen = std::make_unique<listener>(
       cfg, st.channel, st.node, caf::actor_cast<caf::weak_actor_ptr>(self),

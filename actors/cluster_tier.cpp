@@ -2,7 +2,6 @@
 
 #include <deque>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -135,9 +134,8 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
   st.stats = std::move(stats);
   st.redis.emplace(st.cfg.redis);
   // Lease ids name this node: random, so restarts never reuse one.
-  std::random_device rd;
-  auto node = std::to_string(rd()) + "-" + std::to_string(rd());
-  st.pool.emplace(*st.redis, st.cfg.name, st.cfg.cap, st.cfg.lease_ttl, node);
+  st.pool.emplace(*st.redis, st.cfg.name, st.cfg.cap, st.cfg.lease_ttl,
+                  random_node_id());
   self->delayed_send(self, st.cfg.lease_ttl / 3, lease_renew_atom_v);
   // A holder that terminated (its call ended or was cancelled) returns its
   // leases; a waiter that did leaves the queue.

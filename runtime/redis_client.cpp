@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <random>
 #include <stdexcept>
 
 #include <hiredis/hiredis.h>
@@ -25,13 +26,18 @@ void validate(const redis_config& cfg) {
     refuse("reconnect_after", "must not be negative");
 }
 
-namespace {
-
 timeval to_timeval(duration d) {
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
   return timeval{static_cast<time_t>(us / 1000000),
                  static_cast<suseconds_t>(us % 1000000)};
 }
+
+std::string random_node_id() {
+  std::random_device rd;
+  return std::to_string(rd()) + "-" + std::to_string(rd());
+}
+
+namespace {
 
 redis_reply flatten(const redisReply* r) {
   redis_reply out;

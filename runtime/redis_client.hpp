@@ -9,6 +9,7 @@
 #include "runtime/policy/time.hpp"
 
 struct redisContext;
+struct timeval;
 
 namespace sluice {
 
@@ -31,6 +32,13 @@ struct redis_config {
 
 /// Throws `std::invalid_argument` naming the field of nonsense settings.
 void validate(const redis_config& cfg);
+
+/// A duration as hiredis wants its timeouts.
+timeval to_timeval(duration d);
+
+/// A fresh random name for this node in what it writes to Redis (lease
+/// ids, pub/sub messages): never the same across restarts.
+std::string random_node_id();
 
 /// One answer from Redis, flattened: what the scripts here return.
 struct redis_reply {
