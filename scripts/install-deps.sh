@@ -17,6 +17,10 @@ packages=(
   libbenchmark-dev
   libjemalloc2
   libhiredis-dev
+  libspdlog-dev
+  clang
+  libclang-rt-14-dev
+  python3-prometheus-client
   redis-server
 )
 # The JS end-to-end test (tests/js) needs node and npm; a machine that has them
