@@ -101,8 +101,8 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
   if (cfg_.kinds.empty())
     throw config_error("kinds", "needs at least one call kind");
-  for (auto& [name, policy] : cfg_.kinds)
-    with_key_prefix("kinds." + name, [&] { validate(policy); });
+  for (auto& kind : cfg_.kinds)
+    with_key_prefix("kinds." + kind.first, [&] { validate(kind.second); });
 }
 
 runtime::~runtime() {
