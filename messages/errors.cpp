@@ -26,6 +26,10 @@ error_info describe(errc x) noexcept {
     return {"payload_too_large", -32021, 413};
   case errc::headers_too_large:
     return {"headers_too_large", -32022, 431};
+  case errc::overloaded:
+    return {"overloaded", -32023, 503};
+  case errc::shutting_down:
+    return {"shutting_down", -32024, 503};
   }
   return {"unknown", -32000, 500};
 }

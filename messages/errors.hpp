@@ -37,6 +37,12 @@ enum class errc : uint8_t {
   payload_too_large,
   /// The request's header exceeds the limit (8 KiB). JSON -32022, HTTP 431.
   headers_too_large,
+  /// The node is at a limit of its own (e.g. `/events` subscribers) and
+  /// refuses the request rather than grow. JSON -32023, HTTP 503.
+  overloaded,
+  /// The node is stopping: the call was cut off by the shutdown grace
+  /// period, or arrived after it began. JSON -32024, HTTP 503.
+  shutting_down,
 };
 
 /// The category atom of every Sluice error.

@@ -190,6 +190,21 @@ void read_node(table_reader& r, node_settings& n) {
       r.fail("actor_threads", "must be in [0, 256] (0: one per core)");
     n.actor_threads = static_cast<uint32_t>(*x);
   }
+  if (auto x = r.integer("max_connections")) {
+    if (*x < 1 || *x > 1000000)
+      r.fail("max_connections", "must be in [1, 1000000]");
+    n.max_connections = static_cast<uint32_t>(*x);
+  }
+  if (auto x = r.integer("max_event_subscribers")) {
+    if (*x < 0 || *x > 100000)
+      r.fail("max_event_subscribers", "must be in [0, 100000] (0: no /events)");
+    n.max_event_subscribers = static_cast<uint32_t>(*x);
+  }
+  if (auto x = r.span("events_ping_s", 1.0)) {
+    if (*x <= duration::zero() || *x > std::chrono::hours{1})
+      r.fail("events_ping_s", "must be in (0, 3600]");
+    n.events_ping = *x;
+  }
   r.done();
 }
 
@@ -624,6 +639,9 @@ max_body_bytes = 1048576      # larger request bodies get 413
 shutdown_grace_s = 10         # SIGINT/SIGTERM: let in-flight calls finish
 scheduler = "sharing"         # CAF scheduler: "sharing" or "stealing"
 actor_threads = 0             # CAF worker threads; 0: half the cores (>= 1)
+max_connections = 10000       # client connections at once; more are closed
+max_event_subscribers = 256   # GET /events clients at once (503 beyond)
+events_ping_s = 10            # ": ping" to every /events client this often
 
 [admission]
 session_cap = 16              # calls in flight per session (X-Session-Id)

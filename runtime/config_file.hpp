@@ -28,6 +28,16 @@ struct node_settings {
   /// 30 us less latency at low load: fewer idle workers woken and
   /// contending for the shared queue (bench/RESULTS.md).
   uint32_t actor_threads = 0;
+  /// Client connections open at once; beyond, a new one is closed at once.
+  /// Each costs a descriptor and ~1 KiB at rest (more while a request is
+  /// read: up to its header and body limits).
+  uint32_t max_connections = 10000;
+  /// `GET /events` subscribers at once (503 `overloaded` beyond); each may
+  /// hold up to 256 KiB of queued events.
+  uint32_t max_event_subscribers = 256;
+  /// Interval of the `: ping` comment sent to every `/events` subscriber
+  /// (keeps proxies from timing the stream out, and finds dead clients).
+  duration events_ping = std::chrono::seconds{10};
 };
 
 /// One `[sources.NAME]` table.

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <future>
+#include <list>
 #include <map>
 #include <memory>
 #include <atomic>
@@ -170,6 +171,16 @@ public:
   /// How long an idle session's tier is kept for its next call.
   static constexpr duration session_idle_ttl = std::chrono::seconds{60};
 
+  /// Most session tiers kept (in use or idle). Beyond it, the least
+  /// recently used idle ones go at once, TTL or not: a flood of distinct
+  /// session ids costs at most this many tiers (~2.5 KiB each, with the
+  /// id). Sessions with calls in flight are never dropped; their number is
+  /// bounded by the global cap.
+  static constexpr size_t max_kept_sessions = 10000;
+
+  /// Session tiers kept right now.
+  size_t kept_session_count() const;
+
   /// The sessions with calls in flight and their tiers' counts.
   std::vector<std::pair<std::string, tier_status>> live_sessions() const;
 
@@ -235,9 +246,13 @@ private:
   struct kept_session {
     tier_handle tier;
     time_point last_used;
+    /// Its place in `session_order_`.
+    std::list<std::string>::iterator order;
   };
   mutable std::mutex sessions_mx_;
   std::unordered_map<std::string, kept_session> sessions_;
+  /// Session ids, least recently used first.
+  std::list<std::string> session_order_;
   time_point last_sweep_{};
   std::atomic<uint64_t> next_seed_;
 };

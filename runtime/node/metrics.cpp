@@ -1,10 +1,31 @@
-#include "runtime/node_metrics.hpp"
+#include "runtime/node/metrics.hpp"
 
 #include <chrono>
 
 #include <fmt/format.h>
 
 namespace sluice {
+
+std::string prom_label(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    switch (c) {
+    case '\\':
+      out += "\\\\";
+      break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
+}
 
 void node_metrics::record(const std::string& route, const call_result& r,
                           duration elapsed) {
@@ -32,26 +53,28 @@ std::string node_metrics::render(const std::string& extra) const {
   line("# HELP sluice_calls_total Calls finished, by route and outcome.\n");
   line("# TYPE sluice_calls_total counter\n");
   for (auto& [k, n] : calls_)
-    line("sluice_calls_total{{route=\"{}\",outcome=\"{}\"}} {}\n", k.first,
-         k.second, n);
+    line("sluice_calls_total{{route=\"{}\",outcome=\"{}\"}} {}\n",
+         prom_label(k.first), prom_label(k.second), n);
   line("# HELP sluice_admission_rejections_total tool_busy rejections, by "
        "the tier waited on.\n");
   line("# TYPE sluice_admission_rejections_total counter\n");
   for (auto& [tier, n] : rejections_by_tier_)
-    line("sluice_admission_rejections_total{{tier=\"{}\"}} {}\n", tier, n);
+    line("sluice_admission_rejections_total{{tier=\"{}\"}} {}\n",
+         prom_label(tier), n);
   line("# HELP sluice_verdicts_total all_sources_exhausted verdicts, by "
        "reason.\n");
   line("# TYPE sluice_verdicts_total counter\n");
   for (auto& [reason, n] : verdicts_)
-    line("sluice_verdicts_total{{reason=\"{}\"}} {}\n", reason, n);
+    line("sluice_verdicts_total{{reason=\"{}\"}} {}\n", prom_label(reason), n);
   line("# HELP sluice_attempts_total Attempts, by source and outcome.\n");
   line("# TYPE sluice_attempts_total counter\n");
   for (auto& [k, n] : attempts_)
-    line("sluice_attempts_total{{source=\"{}\",outcome=\"{}\"}} {}\n", k.first,
-         k.second, n);
+    line("sluice_attempts_total{{source=\"{}\",outcome=\"{}\"}} {}\n",
+         prom_label(k.first), prom_label(k.second), n);
   line("# HELP sluice_call_duration_seconds Call latency, by route.\n");
   line("# TYPE sluice_call_duration_seconds histogram\n");
-  for (auto& [route, h] : latency_) {
+  for (auto& [name, h] : latency_) {
+    auto route = prom_label(name);
     for (size_t i = 0; i < latency_buckets.size(); ++i)
       line("sluice_call_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} "
            "{}\n",

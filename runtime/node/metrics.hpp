@@ -9,8 +9,14 @@
 #include <vector>
 
 #include "messages/call.hpp"
+#include <string_view>
 
 namespace sluice {
+
+/// `value` as a Prometheus label value: backslash, double quote and newline
+/// escaped as the text exposition format requires (a source named `a"b` is
+/// a valid TOML key).
+std::string prom_label(std::string_view value);
 
 /// Counters of a node, exposed as Prometheus text (`GET /metrics`). Recorded
 /// once per finished call; thread-safe.

@@ -1,0 +1,129 @@
+#pragma once
+
+// One client connection of the HTTP front: reads requests one at a time,
+// routes each (health, status, metrics, events, or a governed call), and
+// writes its answer. A strand serialises everything on it; results from
+// actor threads are posted to that strand.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "runtime/node/front_state.hpp"
+#include "runtime/node/responses.hpp"
+#include "runtime/node/sse_stream.hpp"
+
+namespace sluice::node {
+
+/// Longest wait for a request (header and body) on an idle connection.
+constexpr auto read_timeout = std::chrono::seconds{60};
+/// Longest write of one unary response.
+constexpr auto write_timeout = std::chrono::seconds{30};
+/// Largest request header (431 beyond): a header flood costs this much.
+constexpr uint32_t max_header_bytes = 8 * 1024;
+/// Largest read buffer of a connection (the header must fit in it; body
+/// bytes move on into the body as they are parsed).
+constexpr size_t read_buffer_bytes = 64 * 1024;
+/// Longest echo of a client's path in an error message.
+constexpr size_t max_echoed_path_bytes = 200;
+
+class connection : public std::enable_shared_from_this<connection> {
+public:
+  connection(boost::asio::ip::tcp::socket&& socket, front_state& front);
+  ~connection();
+
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  void start();
+
+  /// At shutdown, from any thread: a call still in flight is answered
+  /// 503 `shutting_down` (a stream ends with an error event), then the
+  /// connection closes.
+  void cut_off();
+
+private:
+  using request_parser =
+      boost::beast::http::request_parser<boost::beast::http::string_body>;
+
+  // -- reading
+  // -----------------------------------------------------------------
+  void do_read();
+  void on_header(boost::system::error_code ec);
+  void read_body();
+  void on_body(boost::system::error_code ec);
+  void on_read_error(boost::system::error_code ec);
+  void handle();
+
+  // -- answers
+  // -----------------------------------------------------------------
+  void refuse(errc code, const std::string& why, bool keep_alive);
+  void write(response res);
+  void close();
+
+  // -- calls
+  // -------------------------------------------------------------------
+  void start_call(const std::string& path);
+  void watch_client();
+  void forget_pending();
+  void on_result(call_result r);
+  void on_chunk(std::string bytes);
+  void on_stream_end(sse_stream::end e);
+
+  // -- /status and /events
+  // -----------------------------------------------------
+  void start_status();
+  void start_events();
+  void watch_event_client();
+
+  /// Runs `fn` and, should it throw, logs it and closes this connection
+  /// (cancelling its call): no exception leaves a handler.
+  template <class F>
+  void guarded(const char* where, F&& fn) noexcept;
+
+  /// From any thread: runs `fn(connection&)` on the connection's strand,
+  /// unless the front has stopped its I/O or the connection is gone. Holds
+  /// no executor: callbacks kept by actors may outlive the io_context.
+  template <class F>
+  static void post_to(const std::shared_ptr<post_gate>& gate,
+                      const std::weak_ptr<connection>& weak, F fn);
+
+  void fail(const char* where, const char* what) noexcept;
+
+  boost::beast::tcp_stream stream_;
+  boost::beast::flat_buffer buffer_{read_buffer_bytes};
+  std::optional<request_parser> parser_;
+  boost::beast::http::request<boost::beast::http::string_body> request_;
+  front_state& front_;
+  tier_handle tier_;
+  uint64_t id_;
+  std::string peer_;
+  call_handle call_;
+  std::string route_;
+  std::chrono::steady_clock::time_point started_;
+  /// A call is in flight (its result not yet handled).
+  bool pending_ = false;
+  /// The client is gone or dropped: nothing more is written.
+  bool closed_ = false;
+  /// The request being answered: keep-alive and HTTP version.
+  bool keep_ = true;
+  unsigned version_ = 11;
+  /// Guards the disconnect watch of one call against later ones.
+  uint64_t watch_seq_ = 0;
+  /// A chunked answer (streamed call, or /events) is under way.
+  std::optional<sse_stream> sse_;
+  bool streaming_ = false;
+  bool subscribed_ = false;
+  /// Cut off by shutdown: its last answer counts in `cutoffs_pending`.
+  bool cut_off_ = false;
+};
+
+} // namespace sluice::node

@@ -1,0 +1,110 @@
+#pragma once
+
+// What the parts of the HTTP front share (internal to runtime/node/): the
+// runtime, settings, counters, the connection registry and the I/O context.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <caf/actor.hpp>
+
+#include "runtime/config_file.hpp"
+#include "runtime/http_front.hpp"
+#include "runtime/node/event_hub.hpp"
+#include "runtime/node/metrics.hpp"
+#include "runtime/runtime.hpp"
+
+namespace sluice::node {
+
+class connection;
+
+/// Counters of what the front refused or dropped, for `/status` and tests.
+struct front_counters {
+  /// Connections closed at once: `max_connections` were open.
+  std::atomic<uint64_t> connections_refused{0};
+  /// Accept failures (EMFILE, ENFILE, ...), each followed by a back-off.
+  std::atomic<uint64_t> accept_errors{0};
+  /// Requests answered 4xx before routing (malformed, too large, ...).
+  std::atomic<uint64_t> requests_refused{0};
+  /// Stream clients dropped (gone, too slow, write timed out).
+  std::atomic<uint64_t> clients_dropped{0};
+  /// Exceptions caught in a handler (the connection was closed).
+  std::atomic<uint64_t> handler_errors{0};
+};
+
+/// Call results arrive on actor threads and are posted to a connection's
+/// strand. Once the I/O threads are stopped nothing may be posted any more:
+/// the gate closes first, under its lock.
+struct post_gate {
+  std::mutex mx;
+  bool open = true;
+};
+
+struct front_state {
+  front_state(runtime& r, const node_settings& s)
+      : rt(r)
+      , settings(s)
+      , events(s.max_event_subscribers)
+      , accept_strand(boost::asio::make_strand(ioc))
+      , acceptor(accept_strand)
+      , accept_backoff(accept_strand)
+      , ping_timer(boost::asio::make_strand(ioc)) {
+    // nop
+  }
+
+  runtime& rt;
+  node_settings settings;
+  node_metrics metrics;
+  event_hub events;
+  front_counters counters;
+
+  /// Every open client connection: its tier (for /status) and the
+  /// connection (for the shutdown cut-off). Declared before the io_context:
+  /// connections still in its handlers are destroyed with it, and
+  /// unregister here.
+  struct connection_entry {
+    tier_handle tier;
+    std::weak_ptr<connection> conn;
+  };
+  std::mutex connections_mx;
+  std::map<uint64_t, connection_entry> connections;
+
+  std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
+
+  /// Connections with a call (or a /status fan-out) in flight, kept alive
+  /// until it is handled; cleared (while the io_context still exists) at
+  /// shutdown.
+  std::mutex pending_mx;
+  std::set<std::shared_ptr<void>> pending_connections;
+
+  std::atomic<size_t> in_flight{0};
+  std::atomic<size_t> open_connections{0};
+  std::atomic<uint64_t> next_connection{1};
+  /// Set by shutdown: new requests are answered 503 shutting_down.
+  std::atomic<bool> stopping{false};
+  /// Answers still being written to calls cut off at shutdown.
+  std::atomic<int> cutoffs_pending{0};
+
+  /// Subscribes to every breaker, for /events.
+  caf::actor event_relay;
+
+  boost::asio::io_context ioc;
+  /// The acceptor and its back-off timer share one strand.
+  boost::asio::strand<boost::asio::io_context::executor_type> accept_strand;
+  boost::asio::ip::tcp::acceptor acceptor;
+  boost::asio::steady_timer accept_backoff;
+  boost::asio::steady_timer ping_timer;
+  std::vector<std::thread> threads;
+};
+
+} // namespace sluice::node

@@ -1,0 +1,130 @@
+#include "runtime/node/responses.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <boost/beast/http/field.hpp>
+
+#include "runtime/policy/outcome.hpp"
+
+namespace sluice::node {
+
+namespace http = boost::beast::http;
+
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+response make_response(unsigned status, std::string body, bool keep_alive,
+                       unsigned version) {
+  response res{static_cast<http::status>(status), version};
+  res.set(http::field::server, "sluice-node");
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(keep_alive);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+json error_body(errc code, const std::string& message) {
+  auto info = describe(code);
+  return json{{"error",
+               {{"type", std::string{info.name}},
+                {"code", info.json_code},
+                {"message", message}}}};
+}
+
+void set_retry_after(response& res, double seconds) {
+  // NaN or a huge value must not become a negative or absurd header.
+  auto s =
+      std::isfinite(seconds) ? std::clamp(std::ceil(seconds), 1.0, 1e9) : 1.0;
+  res.set(http::field::retry_after, std::to_string(static_cast<long>(s)));
+}
+
+response error_response(errc code, const std::string& message, bool keep_alive,
+                        unsigned version) {
+  auto status = static_cast<unsigned>(describe(code).http_status);
+  auto res = make_response(status, json_text(error_body(code, message)),
+                           keep_alive, version);
+  if (status == 503)
+    set_retry_after(res, 1);
+  return res;
+}
+
+namespace {
+
+response with_retry_after(json body, double retry_after_s, bool keep_alive,
+                          unsigned version) {
+  auto res = make_response(503, json_text(body), keep_alive, version);
+  set_retry_after(res, retry_after_s);
+  return res;
+}
+
+} // namespace
+
+response render(const call_result& r, bool keep_alive, unsigned version) {
+  switch (r.status) {
+  case call_status::ok:
+  case call_status::upstream_error: {
+    // Passed through with the upstream's body and media type; an upstream
+    // error with its status too.
+    auto status = 200u;
+    if (r.status == call_status::upstream_error)
+      status = r.upstream_status >= 400 && r.upstream_status < 600
+                   ? static_cast<unsigned>(r.upstream_status)
+                   : 502u;
+    auto res = make_response(status, r.body, keep_alive, version);
+    if (!r.content_type.empty())
+      res.set(http::field::content_type, r.content_type);
+    return res;
+  }
+  case call_status::tool_busy: {
+    auto body = error_body(errc::tool_busy,
+                           "admission deadline passed while waiting for a "
+                           "permit");
+    body["error"]["tier"] =
+        r.busy_tier ? std::string{to_string(*r.busy_tier)} : "unknown";
+    body["error"]["retry_after_s"] = r.retry_after_s;
+    return with_retry_after(std::move(body), r.retry_after_s, keep_alive,
+                            version);
+  }
+  case call_status::all_sources_exhausted: {
+    auto body = error_body(errc::all_sources_exhausted,
+                           "no source could complete the call");
+    body["error"]["reason"] = r.reason;
+    body["error"]["retry_after_s"] = r.retry_after_s;
+    json attempts = json::array();
+    for (auto& a : r.attempts)
+      attempts.push_back(
+          {{"source", a.source},
+           {"outcome", std::string{policy::to_string(a.kind)}},
+           {"status", a.status},
+           {"elapsed_s", std::chrono::duration<double>(a.elapsed).count()}});
+    body["error"]["attempts"] = std::move(attempts);
+    return with_retry_after(std::move(body), r.retry_after_s, keep_alive,
+                            version);
+  }
+  case call_status::governance_backend_error:
+    return with_retry_after(
+        error_body(errc::governance_backend_error,
+                   "the governance backend is unavailable; the call was not "
+                   "let through"),
+        r.retry_after_s, keep_alive, version);
+  case call_status::cancelled:
+    break;
+  }
+  return error_response(errc::shutting_down, "the call was cancelled", false,
+                        version);
+}
+
+std::string stream_error_frame(const call_result& r) {
+  auto body = error_body(errc::upstream_error,
+                         "the upstream's stream broke off; the answer is "
+                         "incomplete");
+  body["error"]["reason"] = r.reason;
+  body["error"]["source"] = r.source;
+  return "event: error\ndata: " + json_text(body) + "\n\n";
+}
+
+} // namespace sluice::node

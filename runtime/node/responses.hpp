@@ -1,0 +1,49 @@
+#pragma once
+
+// The node's answers: JSON error bodies (SPEC §5), a call's result as HTTP,
+// and the one place an `errc` becomes an HTTP status. Every JSON the node
+// writes goes through `json_text`, which replaces invalid UTF-8 (a client's
+// path or header bytes, an upstream's body) instead of throwing.
+
+#include <string>
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <nlohmann/json.hpp>
+
+#include "messages/call.hpp"
+#include "messages/errors.hpp"
+
+namespace sluice::node {
+
+using json = nlohmann::json;
+using response = boost::beast::http::response<boost::beast::http::string_body>;
+
+/// `j` as compact JSON text; invalid UTF-8 in any string becomes U+FFFD.
+/// Never throws.
+std::string json_text(const json& j);
+
+/// A response with the node's headers and a JSON (or `content_type`) body.
+response make_response(unsigned status, std::string body, bool keep_alive,
+                       unsigned version);
+
+/// `{"error": {"type", "code", "message"}}` for `code`.
+json error_body(errc code, const std::string& message);
+
+/// The error `code` as a response, with the status `describe(code)` gives
+/// and `Retry-After` on a 503.
+response error_response(errc code, const std::string& message, bool keep_alive,
+                        unsigned version);
+
+/// Sets `Retry-After` to `seconds` rounded up, at least 1.
+void set_retry_after(response& res, double seconds);
+
+/// A finished call's answer (a unary call, or a stream that failed before
+/// its first byte).
+response render(const call_result& r, bool keep_alive, unsigned version);
+
+/// The `event: error` frame that ends a stream that broke off after its
+/// first byte.
+std::string stream_error_frame(const call_result& r);
+
+} // namespace sluice::node

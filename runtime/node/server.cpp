@@ -1,0 +1,276 @@
+// The HTTP front's server side: binding, the accept loop (with its limits
+// and its back-off when descriptors run out), the I/O threads, the /events
+// relay and pings, and the graceful stop. `http_front` is its facade.
+
+#include "runtime/http_front.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include <boost/asio/post.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/breaker.hpp"
+#include "runtime/log.hpp"
+#include "runtime/node/connection.hpp"
+#include "runtime/node/fd_limit.hpp"
+#include "runtime/node/front_state.hpp"
+#include "runtime/node/status_report.hpp"
+
+namespace sluice {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using node::front_state;
+
+/// Pause before accepting again after the process ran out of descriptors
+/// (accepting at once again would spin: the pending connection stays in
+/// the backlog and the next accept fails the same way).
+constexpr auto accept_backoff_time = std::chrono::milliseconds{100};
+
+/// After the grace period: how long the 503s to cut-off calls may take to
+/// be written before the I/O threads stop.
+constexpr auto cutoff_flush_time = std::chrono::seconds{1};
+
+struct http_front::impl : front_state {
+  using front_state::front_state;
+};
+
+namespace {
+
+log_limit accept_log;
+log_limit full_log;
+log_limit thread_log;
+
+bool resource_exhausted(const boost::system::error_code& ec) {
+  return ec == net::error::no_descriptors || ec.value() == ENFILE ||
+         ec == net::error::no_buffer_space || ec == net::error::no_memory;
+}
+
+void do_accept(front_state& f);
+
+void accept_later(front_state& f) {
+  f.accept_backoff.expires_after(accept_backoff_time);
+  f.accept_backoff.async_wait([&f](boost::system::error_code ec) {
+    if (!ec && !f.stopping)
+      do_accept(f);
+  });
+}
+
+void on_accept(front_state& f, boost::system::error_code ec,
+               tcp::socket socket) {
+  if (f.stopping || ec == net::error::operation_aborted)
+    return;
+  if (ec) {
+    ++f.counters.accept_errors;
+    log_limited(accept_log, spdlog::level::warn,
+                "accepting a connection failed: {}{} ({} open, fd limit {}); "
+                "accepts paused for {} ms",
+                ec.message(),
+                resource_exhausted(ec) ? " (out of descriptors or memory)" : "",
+                f.open_connections.load(), node::current_fd_usage().limit,
+                accept_backoff_time.count());
+    if (ec == net::error::connection_aborted)
+      return do_accept(f); // that client gave up: nothing to wait for
+    return accept_later(f);
+  }
+  if (f.open_connections >= f.settings.max_connections) {
+    ++f.counters.connections_refused;
+    log_limited(full_log, spdlog::level::warn,
+                "closed a new connection: node.max_connections = {} are "
+                "open",
+                f.settings.max_connections);
+    boost::system::error_code ignored;
+    socket.close(ignored);
+    return do_accept(f);
+  }
+  std::make_shared<node::connection>(std::move(socket), f)->start();
+  do_accept(f);
+}
+
+void do_accept(front_state& f) {
+  f.acceptor.async_accept(
+      net::make_strand(f.ioc),
+      [&f](boost::system::error_code ec, tcp::socket socket) {
+        try {
+          on_accept(f, ec, std::move(socket));
+        } catch (const std::exception& e) {
+          // E.g. no memory for a connection: keep accepting after a pause.
+          ++f.counters.handler_errors;
+          log_limited(accept_log, spdlog::level::err,
+                      "accepting a connection threw: {}", e.what());
+          accept_later(f);
+        }
+      });
+}
+
+void arm_ping(front_state& f) {
+  f.ping_timer.expires_after(f.settings.events_ping);
+  f.ping_timer.async_wait([&f](boost::system::error_code ec) {
+    if (ec || f.stopping)
+      return;
+    f.events.publish(": ping\n\n");
+    arm_ping(f);
+  });
+}
+
+// Subscribes to every breaker; publishes each transition on /events.
+caf::behavior event_relay(caf::event_based_actor* self,
+                          std::vector<source_handle> sources, front_state* f) {
+  for (auto& s : sources)
+    self->request(s.breaker.actor, caf::infinite, subscribe_atom_v)
+        .then([](const breaker_status&) {}, [](caf::error&) {});
+  return {
+      [f](const breaker_event& ev) {
+        try {
+          f->events.publish(node::breaker_event_frame(ev));
+        } catch (const std::exception& e) {
+          log_limited(thread_log, spdlog::level::err,
+                      "publishing a breaker event threw: {}", e.what());
+        }
+      },
+  };
+}
+
+// Binds `host:port`: a numeric address or a host name (the first address
+// it resolves to).
+void bind(tcp::acceptor& a, net::io_context& ioc, const std::string& host,
+          uint16_t port) {
+  boost::system::error_code ec;
+  tcp::resolver resolver{ioc};
+  auto results = resolver.resolve(
+      host, std::to_string(port),
+      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || results.empty())
+    throw std::runtime_error("cannot listen on '" + host +
+                             "': " + (ec ? ec.message() : "no address"));
+  tcp::endpoint ep = *results.begin();
+  a.open(ep.protocol(), ec);
+  if (!ec)
+    a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec)
+    a.bind(ep, ec);
+  if (!ec)
+    a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on " + host + ":" +
+                             std::to_string(port) + ": " + ec.message());
+}
+
+} // namespace
+
+http_front::http_front(runtime& rt, const node_settings& settings,
+                       size_t threads)
+    : impl_(std::make_unique<impl>(rt, settings)) {
+  auto fd_limit = node::raise_fd_limit();
+  if (fd_limit != 0 && fd_limit < settings.max_connections + 64)
+    logger().warn("the file descriptor limit ({}) is below "
+                  "node.max_connections ({}) plus what the node needs "
+                  "itself; new connections will be refused when "
+                  "descriptors run out",
+                  fd_limit, settings.max_connections);
+  bind(impl_->acceptor, impl_->ioc, settings.listen_host, settings.listen_port);
+  auto* state = static_cast<front_state*>(impl_.get());
+  impl_->event_relay = rt.system().spawn(event_relay, rt.sources(), state);
+  net::post(impl_->accept_strand, [state] { do_accept(*state); });
+  net::post(impl_->ping_timer.get_executor(), [state] { arm_ping(*state); });
+  for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
+    impl_->threads.emplace_back([state] {
+      // The last line of defence: a handler that throws past its own catch
+      // loses its connection, never the process.
+      for (;;) {
+        try {
+          state->ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          ++state->counters.handler_errors;
+          log_limited(thread_log, spdlog::level::err,
+                      "an I/O handler threw: {}", e.what());
+        } catch (...) {
+          ++state->counters.handler_errors;
+          log_limited(thread_log, spdlog::level::err,
+                      "an I/O handler threw an unknown exception");
+        }
+      }
+    });
+}
+
+http_front::~http_front() {
+  shutdown(duration::zero());
+}
+
+uint16_t http_front::port() const noexcept {
+  boost::system::error_code ec;
+  return impl_->acceptor.local_endpoint(ec).port();
+}
+
+size_t http_front::in_flight() const noexcept {
+  return impl_->in_flight;
+}
+
+size_t http_front::shutdown(duration grace) {
+  auto& f = *impl_;
+  if (f.threads.empty())
+    return 0;
+  f.stopping = true;
+  net::post(f.accept_strand, [&f] {
+    boost::system::error_code ec;
+    f.acceptor.close(ec);
+    f.accept_backoff.cancel();
+  });
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (f.in_flight > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  size_t left = f.in_flight;
+  if (left > 0) {
+    // Calls cut off by the grace period are answered 503 shutting_down,
+    // not reset.
+    std::vector<std::shared_ptr<node::connection>> open;
+    {
+      std::lock_guard<std::mutex> guard{f.connections_mx};
+      for (auto& [id, entry] : f.connections)
+        if (auto c = entry.conn.lock())
+          open.push_back(std::move(c));
+    }
+    for (auto& c : open)
+      c->cut_off();
+    open.clear();
+    auto flush_until = std::chrono::steady_clock::now() + cutoff_flush_time;
+    while (f.cutoffs_pending > 0 &&
+           std::chrono::steady_clock::now() < flush_until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    logger().warn("shutdown: {} call(s) cut off by the grace period were "
+                  "answered 503 shutting_down",
+                  left);
+  }
+  {
+    // The relay calls into this object: wait until it is gone.
+    caf::scoped_actor self{f.rt.system()};
+    self->monitor(f.event_relay);
+    self->send_exit(f.event_relay, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {});
+  }
+  {
+    // Results still on their way are dropped from here on.
+    std::lock_guard<std::mutex> guard{f.gate->mx};
+    f.gate->open = false;
+  }
+  f.ioc.stop();
+  for (auto& t : f.threads)
+    t.join();
+  f.threads.clear();
+  {
+    // Cut-off calls: their connections go now, while the io_context exists.
+    std::lock_guard<std::mutex> guard{f.pending_mx};
+    f.pending_connections.clear();
+  }
+  return left;
+}
+
+} // namespace sluice

@@ -1,0 +1,111 @@
+#pragma once
+
+// A chunked `text/event-stream` answer written to one client connection:
+// a streamed call's answer, or `GET /events`.
+//
+// The rules it keeps (SPEC §7):
+// - A write owns its buffers until its completion handler has run: the
+//   frames being written move out of the queue into `in_write_`, and only
+//   that handler lets go of them. Dropping a client closes its socket; it
+//   never clears buffers under a pending write.
+// - The budget is bytes queued (`limit`), not frames: all frames waiting
+//   when a write completes go out in the next write (one chunk), so a
+//   client that reads keeps the queue short however small the frames are.
+//   A client whose queue passes the budget, or whose one write takes longer
+//   than `write_timeout`, is dropped.
+//
+// NOTE: there is no backpressure from the client to the upstream: a client
+// that reads, but slower than the upstream sends, for longer than the
+// budget absorbs, is dropped too. The budgets are far above any LLM answer.
+//
+// Not thread-safe: every call comes from the connection's strand.
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/serializer.hpp>
+
+namespace sluice::node {
+
+/// Bytes a streamed call's answer may have queued for a slow client.
+constexpr size_t answer_stream_budget = 8 * 1024 * 1024;
+
+/// Bytes a `GET /events` subscriber may have queued.
+constexpr size_t event_stream_budget = 256 * 1024;
+
+/// Longest one write to a stream's client may take.
+constexpr auto stream_write_timeout = std::chrono::seconds{30};
+
+class sse_stream {
+public:
+  /// How a stream ended: `finished` (the last chunk went out), or `failed`
+  /// (the client is gone, too slow, or was dropped).
+  enum class end { finished, failed };
+
+  /// `on_end` runs once, on the strand.
+  sse_stream(boost::beast::tcp_stream& stream, size_t limit,
+             std::function<void(end)> on_end);
+
+  sse_stream(const sse_stream&) = delete;
+  sse_stream& operator=(const sse_stream&) = delete;
+
+  /// Sends the `200 text/event-stream` header (chunked); frames pushed
+  /// meanwhile wait for it. `owner` (the connection holding this stream)
+  /// is kept alive by every pending write.
+  void start(std::shared_ptr<void> owner, bool keep_alive, unsigned version);
+
+  /// Queues `frame` (one or more whole SSE events). Drops the client when
+  /// the queue would pass the budget.
+  void push(std::string frame);
+
+  /// Queues the terminating chunk; `on_end(finished)` once it is out.
+  void finish();
+
+  /// Drops the client now: closes the socket (pending writes complete with
+  /// an error, their buffers untouched until then).
+  void drop();
+
+  bool started() const noexcept { return started_; }
+  bool ended() const noexcept { return ended_; }
+  size_t queued_bytes() const noexcept { return queued_bytes_; }
+
+private:
+  void write_next();
+  void on_written(boost::system::error_code ec, size_t frames_bytes);
+  void end_with(end e);
+
+  boost::beast::tcp_stream& stream_;
+  size_t limit_;
+  std::function<void(end)> on_end_;
+  std::weak_ptr<void> owner_;
+  // The header and its serializer live as long as the stream: the header
+  // write refers to both until its handler runs.
+  std::optional<boost::beast::http::response<boost::beast::http::empty_body>>
+      header_;
+  std::optional<
+      boost::beast::http::response_serializer<boost::beast::http::empty_body>>
+      serializer_;
+  std::deque<std::string> queue_;
+  /// Frames of the write in flight, and their buffers: owned by it.
+  std::vector<std::string> in_write_;
+  std::vector<boost::asio::const_buffer> buffers_;
+  size_t queued_bytes_ = 0;
+  bool started_ = false;
+  bool write_pending_ = false;
+  bool finishing_ = false;
+  /// The write in flight carries the terminating chunk.
+  bool last_in_write_ = false;
+  bool ended_ = false;
+};
+
+} // namespace sluice::node

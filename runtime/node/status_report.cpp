@@ -1,0 +1,176 @@
+#include "runtime/node/status_report.hpp"
+
+#include <chrono>
+#include <memory>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "messages/atoms.hpp"
+#include "messages/breaker.hpp"
+#include "runtime/node/fd_limit.hpp"
+#include "runtime/node/responses.hpp"
+
+namespace sluice::node {
+
+namespace {
+
+json tier_json(const tier_status& t) {
+  return {{"cap", t.cap}, {"in_use", t.in_use}, {"waiting", t.waiting}};
+}
+
+} // namespace
+
+void collect_scopes(front_state& front, std::function<void(json)> answer) {
+  front.rt.system().spawn([scopes = front.rt.scopes(),
+                           backend = front.rt.backend(), answer](
+                              caf::event_based_actor* self) -> caf::behavior {
+    auto ages = std::make_shared<json>(json::object());
+    auto left = std::make_shared<size_t>(scopes.size());
+    if (scopes.empty()) {
+      answer(*ages);
+      return {};
+    }
+    // Nothing else references this actor; it must live to see the
+    // replies.
+    auto keep = std::make_shared<caf::actor>(caf::actor_cast<caf::actor>(self));
+    for (auto& scope : scopes) {
+      auto done = [self, ages, left, answer, scope, keep](json age) {
+        (*ages)[scope] = {{"progress_age_s", std::move(age)}};
+        if (--*left > 0)
+          return;
+        answer(*ages);
+        *keep = nullptr;
+        self->quit();
+      };
+      self->request(backend, status_backend_timeout, progress_age_atom_v, scope)
+          .then(
+              [done](const progress_age& a) {
+                // null: no call in the scope has succeeded yet.
+                done(a.age ? json(std::chrono::duration<double>(*a.age).count())
+                           : json(nullptr));
+              },
+              [done](caf::error&) { done("backend unavailable"); });
+    }
+    return {[](caf::unit_t) {}};
+  });
+}
+
+json status_json(front_state& front, json scopes) {
+  json sessions = json::object();
+  for (auto& [id, t] : front.rt.live_sessions())
+    sessions[id] = tier_json(t);
+  json connections = json::object();
+  {
+    std::lock_guard<std::mutex> guard{front.connections_mx};
+    for (auto& [id, c] : front.connections)
+      connections[std::to_string(id)] = tier_json(c.tier.status());
+  }
+  json sources = json::array();
+  for (auto& s : front.rt.sources()) {
+    auto b = s.breaker.mirror->load();
+    auto t = s.tier->load();
+    sources.push_back({{"name", s.name},
+                       {"breaker",
+                        {{"state", std::string{policy::to_string(b.state)}},
+                         {"generation", b.generation}}},
+                       {"aimd_limit", s.tier->cap()},
+                       {"in_flight", t.in_use}});
+  }
+  json tiers = {{"global", tier_json(front.rt.tiers().global().status())},
+                {"sessions", std::move(sessions)},
+                {"connections", std::move(connections)}};
+  // The global tier across nodes: this node's leases and waiters.
+  if (auto& c = front.rt.cluster_stats())
+    tiers["cluster"] = {{"cap", front.rt.config().cluster_global_cap},
+                        {"held_here", c->held.load()},
+                        {"waiting_here", c->waiting.load()},
+                        {"leases_lost", c->lost.load()},
+                        {"redis_errors", c->errors.load()}};
+  auto fds = current_fd_usage();
+  auto& k = front.counters;
+  return {{"tiers", std::move(tiers)},
+          {"connections", front.open_connections.load()},
+          {"calls_in_flight", front.in_flight.load()},
+          {"sources", std::move(sources)},
+          {"scopes", std::move(scopes)},
+          {"limits",
+           {{"fd_limit", fds.limit},
+            {"fds_open", fds.open},
+            {"max_connections", front.settings.max_connections},
+            {"event_subscribers", front.events.size()},
+            {"max_event_subscribers", front.events.max_subscribers()},
+            {"sessions_kept", front.rt.kept_session_count()}}},
+          {"refused",
+           {{"connections", k.connections_refused.load()},
+            {"accept_errors", k.accept_errors.load()},
+            {"requests", k.requests_refused.load()},
+            {"stream_clients_dropped", k.clients_dropped.load()},
+            {"handler_errors", k.handler_errors.load()}}}};
+}
+
+std::string metrics_text(front_state& front) {
+  std::string g;
+  g += "# HELP sluice_breaker_state Breaker state per source (0 closed, 1 "
+       "open, 2 half_open).\n# TYPE sluice_breaker_state gauge\n";
+  std::string gen = "# HELP sluice_breaker_generation Breaker generation "
+                    "(transitions + 1).\n# TYPE sluice_breaker_generation "
+                    "gauge\n";
+  std::string lim = "# HELP sluice_source_limit AIMD concurrency limit.\n# "
+                    "TYPE sluice_source_limit gauge\n";
+  for (auto& s : front.rt.sources()) {
+    auto b = s.breaker.mirror->load();
+    auto label = "{source=\"" + prom_label(s.name) + "\"} ";
+    g += "sluice_breaker_state" + label +
+         std::to_string(static_cast<int>(b.state)) + "\n";
+    gen += "sluice_breaker_generation" + label + std::to_string(b.generation) +
+           "\n";
+    lim += "sluice_source_limit" + label + std::to_string(s.tier->cap()) + "\n";
+  }
+  auto global = front.rt.tiers().global().status();
+  g += gen + lim;
+  g += "# HELP sluice_tier_in_use Permits in use.\n# TYPE sluice_tier_in_use "
+       "gauge\nsluice_tier_in_use{tier=\"global\"} " +
+       std::to_string(global.in_use) + "\n";
+  g += "# HELP sluice_calls_in_flight Calls in flight.\n# TYPE "
+       "sluice_calls_in_flight gauge\nsluice_calls_in_flight " +
+       std::to_string(front.in_flight.load()) + "\n";
+  g += "# HELP sluice_connections_open Client connections open.\n# TYPE "
+       "sluice_connections_open gauge\nsluice_connections_open " +
+       std::to_string(front.open_connections.load()) + "\n";
+  g += "# HELP sluice_stream_clients_dropped_total Stream clients dropped "
+       "(gone or too slow).\n# TYPE sluice_stream_clients_dropped_total "
+       "counter\nsluice_stream_clients_dropped_total " +
+       std::to_string(front.counters.clients_dropped.load()) + "\n";
+  return front.metrics.render(g);
+}
+
+std::string breaker_snapshot_frame(front_state& front) {
+  json breakers = json::array();
+  for (auto& s : front.rt.sources()) {
+    auto b = s.breaker.mirror->load();
+    breakers.push_back({{"source", s.name},
+                        {"state", std::string{policy::to_string(b.state)}},
+                        {"generation", b.generation}});
+  }
+  return "event: snapshot\ndata: " +
+         json_text(json{{"breakers", std::move(breakers)}}) + "\n\n";
+}
+
+std::string breaker_event_frame(const breaker_event& ev) {
+  // Wall-clock time of the transition (the event carries steady time).
+  auto wall = std::chrono::system_clock::now() -
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                  steady::now() - ev.at);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                wall.time_since_epoch())
+                .count();
+  json data{{"source", ev.source},
+            {"from", std::string{policy::to_string(ev.from)}},
+            {"to", std::string{policy::to_string(ev.to)}},
+            {"generation", ev.generation},
+            {"at_ms", ms}};
+  return "event: breaker\ndata: " + json_text(data) + "\n\n";
+}
+
+} // namespace sluice::node

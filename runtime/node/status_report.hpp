@@ -1,0 +1,38 @@
+#pragma once
+
+// What the operations endpoints show: `GET /status` (JSON), the gauges of
+// `GET /metrics`, and the breaker snapshot that opens every `/events`
+// stream. Tiers and breakers are read lock-free from their counters and
+// mirrors; only the scopes' progress ages are asked of the backend.
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/node/front_state.hpp"
+
+namespace sluice::node {
+
+/// Longest wait for the backend's answer about one scope in /status.
+constexpr auto status_backend_timeout = std::chrono::seconds{1};
+
+/// Asks the backend for each scope's progress age, never blocking an I/O
+/// thread; calls `answer` once (on an actor thread) with
+/// `{scope: {"progress_age_s": ...}}`.
+void collect_scopes(front_state& front,
+                    std::function<void(nlohmann::json)> answer);
+
+/// The body of `GET /status`.
+nlohmann::json status_json(front_state& front, nlohmann::json scopes);
+
+/// The body of `GET /metrics` (Prometheus text).
+std::string metrics_text(front_state& front);
+
+/// `event: snapshot` with every breaker's state and generation.
+std::string breaker_snapshot_frame(front_state& front);
+
+/// `event: breaker` for one transition.
+std::string breaker_event_frame(const breaker_event& ev);
+
+} // namespace sluice::node
