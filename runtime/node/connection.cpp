@@ -517,6 +517,9 @@ void connection::start_events() {
                   false);
   subscribed_ = true;
   keep_ = false; // the stream ends when the client leaves
+  beast::error_code ignored;
+  stream_.socket().set_option(
+      net::socket_base::send_buffer_size(event_send_buffer_bytes), ignored);
   route_.clear();
   sse_.emplace(stream_, event_stream_budget,
                [this](sse_stream::end e) { on_stream_end(e); });

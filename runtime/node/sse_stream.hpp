@@ -43,6 +43,11 @@ constexpr size_t answer_stream_budget = 8 * 1024 * 1024;
 /// Bytes a `GET /events` subscriber may have queued.
 constexpr size_t event_stream_budget = 256 * 1024;
 
+/// Kernel send buffer of a `GET /events` socket. Set, because Linux would
+/// otherwise grow it up to `net.ipv4.tcp_wmem`'s maximum (4 MiB) for a
+/// client that does not read, beside the queue above.
+constexpr int event_send_buffer_bytes = 64 * 1024;
+
 /// Longest one write to a stream's client may take.
 constexpr auto stream_write_timeout = std::chrono::seconds{30};
 

@@ -1,0 +1,89 @@
+// What the node reads from a request before routing it: pure functions.
+
+#include <string>
+
+#include <boost/beast/http/fields.hpp>
+#include <catch2/catch.hpp>
+
+#include "runtime/node/router.hpp"
+
+using namespace sluice::node;
+namespace http = boost::beast::http;
+
+TEST_CASE("router: request paths from origin-form and absolute-form targets") {
+  CHECK(request_path("/v1/x?y=1") == "/v1/x");
+  CHECK(request_path("http://h:1/v1/x?y") == "/v1/x");
+  CHECK(request_path("HTTPS://h") == "/");
+  CHECK(request_path("http://h?q") == "/");
+  CHECK_FALSE(request_path("*"));
+  CHECK_FALSE(request_path("h:443"));
+  CHECK_FALSE(request_path(""));
+  CHECK_FALSE(request_path("ftp://h/x"));
+}
+
+TEST_CASE("router: framing errors per RFC 9112") {
+  http::fields h;
+  h.set(http::field::host, "x");
+  CHECK_FALSE(framing_error(h, 11));
+  h.set(http::field::transfer_encoding, "chunked");
+  CHECK_FALSE(framing_error(h, 11));
+  CHECK(framing_error(h, 10)); // no transfer codings in HTTP/1.0
+  h.set(http::field::content_length, "2");
+  CHECK(framing_error(h, 11));
+  h.erase(http::field::content_length);
+  for (auto te : {"chunked, gzip", "xchunked", "gzip", "gzip, chunked"}) {
+    h.set(http::field::transfer_encoding, te);
+    CHECK(framing_error(h, 11));
+  }
+  h.set(http::field::transfer_encoding, " Chunked ");
+  CHECK_FALSE(framing_error(h, 11));
+  http::fields none;
+  CHECK(framing_error(none, 11));
+  CHECK_FALSE(framing_error(none, 10));
+  http::fields two;
+  two.insert(http::field::host, "a");
+  two.insert(http::field::host, "b");
+  CHECK(framing_error(two, 11));
+  CHECK(framing_error(two, 10));
+}
+
+TEST_CASE("router: Expect: 100-continue") {
+  http::fields h;
+  CHECK_FALSE(expects_continue(h, 11));
+  h.set(http::field::expect, "100-Continue");
+  CHECK(expects_continue(h, 11));
+  CHECK_FALSE(expects_continue(h, 10));
+}
+
+TEST_CASE("router: session ids are short printable ASCII") {
+  CHECK(valid_session_id("alice-1"));
+  CHECK(valid_session_id(std::string(max_session_id_bytes, 'a')));
+  CHECK_FALSE(valid_session_id(std::string(max_session_id_bytes + 1, 'a')));
+  CHECK_FALSE(valid_session_id(""));
+  CHECK_FALSE(valid_session_id("a b"));
+  CHECK_FALSE(valid_session_id("\xff\xfe"));
+  CHECK_FALSE(valid_session_id(std::string("a\0b", 3)));
+}
+
+TEST_CASE("router: the body is read for stream and model, with a bound") {
+  auto f = inspect_body(R"({"model":"gpt-4o","stream":true,"x":[{"stream":1}]})");
+  CHECK(f.error.empty());
+  CHECK(f.stream);
+  CHECK(f.model == "gpt-4o");
+  CHECK(inspect_body(R"({"stream":null})").error.empty());
+  CHECK_FALSE(inspect_body(R"({"stream":null})").stream);
+  CHECK_FALSE(inspect_body(R"({"stream":"yes"})").error.empty());
+  CHECK_FALSE(inspect_body(R"({"stream":{}})").error.empty());
+  CHECK_FALSE(inspect_body("[]").error.empty());
+  CHECK_FALSE(inspect_body("1").error.empty());
+  CHECK_FALSE(inspect_body("not json").error.empty());
+  CHECK_FALSE(inspect_body(R"({"a":1} x)").error.empty());
+  CHECK_FALSE(inspect_body("{\"m\":\"\xff\"}").error.empty());
+  std::string deep = "{\"a\":" + std::string(max_body_depth - 1, '[') +
+                     std::string(max_body_depth - 1, ']') + "}";
+  CHECK(inspect_body(deep).error.empty());
+  std::string deeper = "{\"a\":" + std::string(max_body_depth, '[') +
+                       std::string(max_body_depth, ']') + "}";
+  CHECK(inspect_body(deeper).error.find("deeper") != std::string::npos);
+  CHECK_FALSE(inspect_body(std::string(1000000, '[')).error.empty());
+}
