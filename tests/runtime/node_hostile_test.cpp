@@ -7,12 +7,18 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <csignal>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -524,4 +530,82 @@ sys.exit(0 if 'a"b\\c' in sources else 3)
   CHECK(std::system(cmd.c_str()) == 0);
   std::remove(script.c_str());
   std::remove(path.c_str());
+}
+
+// -- high: file descriptors run out -------------------------------------------------
+
+namespace {
+
+// CPU seconds (user + system) process `pid` has used so far.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string stat{std::istreambuf_iterator<char>{in}, {}};
+  auto fields = stat.substr(stat.rfind(')') + 2);
+  std::istringstream is{fields};
+  std::string skip;
+  for (int i = 3; i < 14; ++i)
+    is >> skip;
+  double utime = 0, stime = 0;
+  is >> utime >> stime;
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+} // namespace
+
+TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
+          "spinning and serves again when they come back",
+          "[node][hostile]") {
+  // sluice-node on its default config with a hard limit of 128 descriptors.
+  int out[2];
+  REQUIRE(pipe(out) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  std::vector<std::string> args{"/usr/bin/prlimit", "--nofile=128:128",
+                                SLUICE_NODE_BINARY, "--listen",
+                                "127.0.0.1:0"};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(),
+                      environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  std::string line;
+  char ch;
+  while (read(out[0], &ch, 1) == 1 && ch != '\n')
+    line += ch;
+  auto at = line.find("127.0.0.1:");
+  REQUIRE(at != std::string::npos);
+  auto port = static_cast<uint16_t>(std::stoi(line.substr(at + 10)));
+
+  {
+    // 200 idle connections: the node has descriptors for fewer.
+    std::vector<std::unique_ptr<stream_client>> idle;
+    for (int i = 0; i < 200; ++i)
+      idle.push_back(std::make_unique<stream_client>(port));
+    std::this_thread::sleep_for(500ms);
+    auto before = cpu_seconds(pid);
+    std::this_thread::sleep_for(1s);
+    auto used = cpu_seconds(pid) - before;
+    // Before the back-off it burned more than a core re-arming accept.
+    CHECK(used < 0.3);
+  }
+  // Descriptors are back: served again, and /status tells what happened.
+  CHECK(eventually([&] {
+    return exchange(port, http::verb::get, "/healthz").status == 200;
+  }));
+  auto st = exchange(port, http::verb::get, "/status").doc();
+  REQUIRE(st.is_object());
+  CHECK(st["limits"]["fd_limit"] == 128);
+  CHECK(st["refused"]["accept_errors"].get<int>() > 0);
+  CHECK(exchange(port, http::verb::post, "/v1/chat/completions", "{}")
+            .status == 200);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out[0]);
 }
