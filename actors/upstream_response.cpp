@@ -137,9 +137,10 @@ void response_reader::parse() {
         if (status == 101)
           return void(fail(read_verdict::framing_error,
                            "101 Switching Protocols to a plain request"));
-        if (++interim_ > max_interim_responses)
+        if (interim_ == max_interim_responses)
           return void(
               fail(read_verdict::framing_error, "too many 1xx answers"));
+        ++interim_;
         new_parser();
         continue;
       }
