@@ -1,12 +1,17 @@
 #include "actors/http_source.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <functional>
-#include <limits>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -21,6 +26,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/attempt_book.hpp"
+#include "actors/upstream_response.hpp"
+#include "runtime/log.hpp"
 #include "runtime/policy/http_outcome.hpp"
 
 namespace sluice {
@@ -33,27 +40,106 @@ using tcp = net::ip::tcp;
 namespace {
 
 struct parsed_url {
-  std::string host;
+  std::string host; // without brackets
   std::string port;
   std::string prefix;
+  bool ipv6 = false;
 };
 
-std::optional<parsed_url> parse_url(const std::string& url) {
+bool is_host_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
+         c == '_';
+}
+
+// The parts of an `http://HOST[:PORT][/PREFIX]` URL, or why it is refused
+// (in `why`).
+std::optional<parsed_url> parse_url(const std::string& url, std::string& why) {
   const std::string scheme = "http://";
-  if (url.compare(0, scheme.size(), scheme) != 0)
+  if (url.compare(0, 8, "https://") == 0) {
+    why = "https:// is not supported yet (HTTPS upstreams come in a later "
+          "release); use http://";
     return std::nullopt;
+  }
+  if (url.compare(0, scheme.size(), scheme) != 0) {
+    why = "must be http://HOST[:PORT][/PATH]";
+    return std::nullopt;
+  }
   auto rest = url.substr(scheme.size());
   auto slash = rest.find('/');
   auto authority = rest.substr(0, slash);
   parsed_url u;
   u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
+  if (authority.find('@') != std::string::npos) {
+    why = "no userinfo (user:password@) in the URL: put credentials in "
+          "headers";
+    return std::nullopt;
+  }
+  std::string port_text;
+  bool has_port = false;
+  if (!authority.empty() && authority[0] == '[') {
+    auto close = authority.find(']');
+    if (close == std::string::npos) {
+      why = "an IPv6 address needs its closing ']'";
+      return std::nullopt;
+    }
+    u.host = authority.substr(1, close - 1);
+    u.ipv6 = true;
+    beast::error_code ec;
+    net::ip::make_address_v6(u.host, ec);
+    if (ec) {
+      why = "'" + u.host + "' in brackets is not an IPv6 address";
+      return std::nullopt;
+    }
+    auto after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') {
+        why = "only ':PORT' may follow an IPv6 address";
+        return std::nullopt;
+      }
+      has_port = true;
+      port_text = after.substr(1);
+    }
+  } else {
+    auto colon = authority.find(':');
+    u.host = authority.substr(0, colon);
+    if (colon != std::string::npos) {
+      has_port = true;
+      port_text = authority.substr(colon + 1);
+    }
+    if (port_text.find(':') != std::string::npos) {
+      why = "an IPv6 address must be in brackets: http://[ADDRESS]:PORT";
+      return std::nullopt;
+    }
+    for (char c : u.host)
+      if (!is_host_char(c)) {
+        why = "the host may hold letters, digits, '-', '.' and '_' only";
+        return std::nullopt;
+      }
+  }
+  if (u.host.empty()) {
+    why = "missing host: must be http://HOST[:PORT][/PATH]";
+    return std::nullopt;
+  }
+  if (has_port) {
+    bool digits = !port_text.empty() && port_text.size() <= 5;
+    for (char c : port_text)
+      digits = digits && c >= '0' && c <= '9';
+    if (!digits || std::stoul(port_text) < 1 || std::stoul(port_text) > 65535) {
+      why = "port must be a number in 1..65535, got '" + port_text + "'";
+      return std::nullopt;
+    }
+    u.port = std::to_string(std::stoul(port_text)); // no leading zeros
+  } else {
+    u.port = "80";
+  }
+  for (char c : u.prefix)
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '?' ||
+        c == '#') {
+      why = "the path may not hold spaces, control characters, '?' or '#'";
+      return std::nullopt;
+    }
   if (!u.prefix.empty() && u.prefix.back() == '/')
     u.prefix.pop_back();
-  auto colon = authority.rfind(':');
-  u.host = authority.substr(0, colon);
-  u.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
-  if (u.host.empty() || u.port.empty())
-    return std::nullopt;
   return u;
 }
 
@@ -68,10 +154,10 @@ std::string header_value(const std::string& v) {
 } // namespace
 
 void validate(const http_source_config& cfg) {
-  if (!parse_url(cfg.base_url))
-    throw std::invalid_argument("base_url: must be http://HOST[:PORT][/PATH], "
-                                "got '" +
-                                cfg.base_url + "'");
+  std::string why;
+  if (!parse_url(cfg.base_url, why))
+    throw std::invalid_argument("base_url: " + why + " (got '" + cfg.base_url +
+                                "')");
   for (auto& [name, value] : cfg.headers)
     if (value.compare(0, 4, "env:") == 0 &&
         std::getenv(value.substr(4).c_str()) == nullptr)
@@ -86,12 +172,13 @@ void validate(const http_source_config& cfg) {
     throw std::invalid_argument("idle_timeout: must be positive");
   if (cfg.response_timeout <= duration::zero())
     throw std::invalid_argument("response_timeout: must be positive");
+  if (cfg.max_body_bytes == 0)
+    throw std::invalid_argument("max_body_bytes: must be positive");
+  if (cfg.max_error_body_bytes == 0)
+    throw std::invalid_argument("max_error_body_bytes: must be positive");
 }
 
 namespace {
-
-/// Largest unary answer held in memory; a streamed one has no limit.
-constexpr uint64_t max_unary_body = 64 * 1024 * 1024;
 
 // The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
 // Everything below runs on that one thread.
@@ -99,20 +186,96 @@ constexpr uint64_t max_unary_body = 64 * 1024 * 1024;
 // Owned by its source actor alone: the actor's state destroys it (through
 // `dispose`), which stops and joins the I/O thread first, so no handler ever
 // runs after the destruction. Handlers therefore capture `this`.
+//
+// No exception leaves a handler: each is wrapped by `guarded`, which fails
+// its exchange as `transient` (SPEC §7); the thread's `run()` loop catches
+// whatever still gets through and keeps the loop running.
 class client_engine {
 public:
   using done_fn = std::function<void(source_reply)>;
 
+private:
+  using clock_type = std::chrono::steady_clock;
+
+  struct exchange {
+    uint64_t id = 0;
+    std::unique_ptr<beast::tcp_stream> stream;
+    bool reused = false;
+    http::request<http::string_body> req;
+    /// The answer being read (a new one per request sent).
+    std::optional<upstream::response_reader> reader;
+    done_fn done;
+    /// Where a streamed call's bytes go (unset: a unary call).
+    caf::actor stream_to;
+    uint64_t tag = 0;
+    clock_type::time_point sent{};
+    /// The attempt's own deadline (`call_request::timeout`), if it has one.
+    std::optional<clock_type::time_point> deadline;
+  };
+  using exchange_ptr = std::shared_ptr<exchange>;
+
+  // Wraps a handler of `ex` so that no exception leaves it: one that is
+  // thrown fails `ex` as transient (closing its connection).
+  template <class F>
+  auto guarded(const exchange_ptr& ex, const char* step, F f) {
+    return [this, ex, step, f = std::move(f)](auto&&... xs) mutable {
+      try {
+        f(std::forward<decltype(xs)>(xs)...);
+      } catch (const std::exception& e) {
+        on_exception(ex, step, e.what());
+      } catch (...) {
+        on_exception(ex, step, "unknown exception");
+      }
+    };
+  }
+
+  void on_exception(const exchange_ptr& ex, const char* step,
+                    const char* what) noexcept {
+    try {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: attempt failed in {}: {}", where_, step,
+                  what);
+      if (ex->stream) {
+        beast::error_code ec;
+        ex->stream->socket().close(ec);
+      }
+      fail(ex, policy::outcome_kind::transient);
+    } catch (...) {
+      // Nothing left to do that could not throw again; the requester's
+      // own deadline answers it.
+    }
+  }
+
+public:
+  /// Throws when the I/O machinery cannot be built (no file descriptors, no
+  /// thread): better now, at the source's start, than at its first call.
   client_engine(const http_source_config& cfg,
                 std::shared_ptr<http_source_stats> stats)
       : cfg_(cfg)
-      , url_(*parse_url(cfg.base_url))
       , stats_(std::move(stats))
       , work_(net::make_work_guard(ioc_))
       , resolver_(ioc_) {
+    std::string why;
+    url_ = *parse_url(cfg.base_url, why); // validated at spawn
+    where_ = cfg.base_url;
+    host_header_ = url_.ipv6 ? "[" + url_.host + "]" : url_.host;
+    if (url_.port != "80")
+      host_header_ += ":" + url_.port;
+    beast::error_code ec;
+    auto addr = net::ip::make_address(url_.host, ec);
+    if (!ec)
+      endpoint_ = tcp::endpoint{
+          addr, static_cast<unsigned short>(std::stoul(url_.port))};
     for (auto& [name, value] : cfg.headers)
       headers_.emplace_back(name, header_value(value));
-    thread_ = std::thread{[this] { ioc_.run(); }};
+    // Asio builds its reactor (an epoll descriptor, an eventfd, a timerfd)
+    // on the first socket or timer of an io_context. A source used only on
+    // failover would otherwise build it at its first call -- perhaps when
+    // the process has no descriptor left, and Asio throws from deep inside
+    // a handler then. A stream (socket and timer) built now builds it now.
+    { beast::tcp_stream warm{ioc_}; }
+    thread_ = std::thread{[this] { run(); }};
   }
 
   ~client_engine() {
@@ -138,7 +301,11 @@ public:
   void start(uint64_t id, call_request req, done_fn done) {
     net::post(ioc_, [self = this, id, req = std::move(req),
                      done = std::move(done)]() mutable {
-      self->begin(id, std::move(req), std::move(done));
+      auto ex = std::make_shared<exchange>();
+      ex->id = id;
+      ex->done = std::move(done);
+      self->guarded(ex, "start",
+                    [self, ex, &req] { self->begin(ex, std::move(req)); })();
     });
   }
 
@@ -151,37 +318,34 @@ public:
       auto ex = i->second;
       self->active_.erase(i);
       ex->done = nullptr; // nobody waits for it any more
-      beast::error_code ec;
-      ex->stream->socket().close(ec);
+      if (ex->stream) {
+        beast::error_code ec;
+        ex->stream->socket().close(ec);
+      }
       ++self->stats_->cancelled;
     });
   }
 
 private:
-  using clock_type = std::chrono::steady_clock;
-  using parser_type = http::response_parser<http::string_body>;
-
-  struct exchange {
-    uint64_t id;
-    std::unique_ptr<beast::tcp_stream> stream;
-    bool reused = false;
-    http::request<http::string_body> req;
-    std::optional<parser_type> parser;
-    beast::flat_buffer buffer;
-    done_fn done;
-    /// Where a streamed call's bytes go (unset: a unary call).
-    caf::actor stream_to;
-    uint64_t tag = 0;
-    /// This answer is passed on as it arrives (streamed call, 2xx).
-    bool streaming = false;
-    /// The response header arrived (no more retries on a fresh connection).
-    bool got_header = false;
-    /// Body bytes seen so far.
-    size_t body_bytes = 0;
-    clock_type::time_point sent{};
-    /// The attempt's own deadline (`call_request::timeout`), if it has one.
-    std::optional<clock_type::time_point> deadline;
-  };
+  // The I/O thread. An exception out of `run()` is a handler that escaped
+  // its guard: log it and keep serving the other exchanges.
+  void run() noexcept {
+    for (;;) {
+      try {
+        ioc_.run();
+        return; // stopped
+      } catch (const std::exception& e) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::err,
+                    "http source {}: I/O loop caught: {}", where_, e.what());
+      } catch (...) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::err,
+                    "http source {}: I/O loop caught an unknown exception",
+                    where_);
+      }
+    }
+  }
 
   // `d`, but no later than the attempt's deadline.
   static clock_type::duration within_deadline(const exchange& ex,
@@ -195,60 +359,109 @@ private:
   static bool past_deadline(const exchange& ex) {
     return ex.deadline && clock_type::now() >= *ex.deadline;
   }
-  using exchange_ptr = std::shared_ptr<exchange>;
 
-  void begin(uint64_t id, call_request call, done_fn done) {
-    auto ex = std::make_shared<exchange>();
-    ex->id = id;
-    ex->done = std::move(done);
+  upstream::response_limits limits_for(const exchange& ex) const {
+    upstream::response_limits lim;
+    lim.max_body_bytes = cfg_.max_body_bytes;
+    lim.max_error_body_bytes = cfg_.max_error_body_bytes;
+    lim.stream_2xx = static_cast<bool>(ex.stream_to);
+    return lim;
+  }
+
+  void begin(const exchange_ptr& ex, call_request call) {
     ex->stream_to = std::move(call.stream_to);
     ex->tag = call.stream_tag;
     if (call.timeout > duration::zero())
       ex->deadline = clock_type::now() + call.timeout;
-    const auto& route = call.route;
-    auto& body = call.payload;
-    ex->req = {http::verb::post, url_.prefix + route, 11};
-    ex->req.set(http::field::host, url_.host);
+    active_[ex->id] = ex;
+    ex->req = {http::verb::post, url_.prefix + call.route, 11};
+    ex->req.set(http::field::host, host_header_);
     ex->req.set(http::field::content_type, "application/json");
     ex->req.set(http::field::user_agent, "sluice");
     for (auto& [name, value] : headers_)
       ex->req.set(name, value);
     ex->req.keep_alive(true);
-    ex->req.body() = std::move(body);
+    ex->req.body() = std::move(call.payload);
     ex->req.prepare_payload();
-    active_[id] = ex;
     connect_or_reuse(ex);
   }
 
+  // Why a pooled connection may not carry another request, or nullptr if
+  // it may: anything the upstream sent since its last answer (a stale or
+  // extra answer) or its close would be read as the next call's answer.
+  static const char* pool_problem(beast::tcp_stream& s) {
+    auto& sock = s.socket();
+    if (!sock.is_open())
+      return "closed";
+    char byte;
+    auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+      return "bytes pending from the upstream";
+    if (n == 0)
+      return "closed by the upstream";
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return nullptr;
+    return "socket error";
+  }
+
   void connect_or_reuse(const exchange_ptr& ex) {
-    if (!idle_.empty()) {
-      ex->stream = std::move(idle_.front());
+    while (!idle_.empty()) {
+      auto s = std::move(idle_.front());
       idle_.pop_front();
+      if (auto why = pool_problem(*s)) {
+        ++stats_->pool_discards;
+        static log_limit lim;
+        log_limited(lim, spdlog::level::info,
+                    "http source {}: pooled connection discarded: {}", where_,
+                    why);
+        continue; // `s` closes here
+      }
+      ex->stream = std::move(s);
       ex->reused = true;
       ++stats_->connections_reused;
       return send(ex);
     }
     ex->reused = false;
     ex->stream = std::make_unique<beast::tcp_stream>(ioc_);
+    auto connected = [this, ex](beast::error_code ec) {
+      if (ec) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::info,
+                    "http source {}: connect failed: {}", where_, ec.message());
+        return fail(ex, past_deadline(*ex) ? policy::outcome_kind::timeout
+                                           : policy::outcome_kind::transient);
+      }
+      ++stats_->connections_opened;
+      send(ex);
+    };
+    if (endpoint_) {
+      // An address: nothing to resolve (and no resolver thread to start).
+      ex->stream->expires_after(within_deadline(*ex, cfg_.connect_timeout));
+      ex->stream->async_connect(*endpoint_, guarded(ex, "connect", connected));
+      return;
+    }
     // Resolve, then connect, each under the connect timeout.
     resolver_.async_resolve(
         url_.host, url_.port,
-        [self = this, ex](beast::error_code ec,
-                                        tcp::resolver::results_type results) {
-          if (ec)
-            return self->fail(ex, policy::outcome_kind::transient);
-          ex->stream->expires_after(
-              within_deadline(*ex, self->cfg_.connect_timeout));
-          ex->stream->async_connect(
-              results, [self, ex](beast::error_code ec, const tcp::endpoint&) {
-                if (ec)
-                  return self->fail(ex, past_deadline(*ex)
-                                            ? policy::outcome_kind::timeout
-                                            : policy::outcome_kind::transient);
-                ++self->stats_->connections_opened;
-                self->send(ex);
-              });
-        });
+        guarded(ex, "resolve",
+                [this, ex, connected](beast::error_code ec,
+                                      tcp::resolver::results_type results) {
+                  if (ec) {
+                    static log_limit lim;
+                    log_limited(lim, spdlog::level::info,
+                                "http source {}: resolving failed: {}", where_,
+                                ec.message());
+                    return fail(ex, policy::outcome_kind::transient);
+                  }
+                  ex->stream->expires_after(
+                      within_deadline(*ex, cfg_.connect_timeout));
+                  ex->stream->async_connect(
+                      results, guarded(ex, "connect",
+                                       [connected](beast::error_code ec,
+                                                   const tcp::endpoint&) {
+                                         connected(ec);
+                                       }));
+                }));
   }
 
   // The next read's deadline: the first body byte within
@@ -259,66 +472,65 @@ private:
     auto until = ex->sent + cfg_.response_timeout;
     if (ex->deadline)
       until = std::min(until, *ex->deadline);
-    auto next = ex->body_bytes == 0 ? ex->sent + cfg_.first_byte_timeout
-                                    : now + cfg_.idle_timeout;
+    auto next = ex->reader->body_bytes() == 0
+                    ? ex->sent + cfg_.first_byte_timeout
+                    : now + cfg_.idle_timeout;
     ex->stream->expires_after(std::min(until, next) - now);
   }
 
   void send(const exchange_ptr& ex) {
     ex->sent = clock_type::now();
     ex->stream->expires_after(within_deadline(*ex, cfg_.first_byte_timeout));
-    ex->parser.emplace();
-    // A streamed answer may run long; a unary one is held in memory. (Not
-    // boost::none for "no limit": Beast 1.74 compares a Content-Length with
-    // it and finds every length over the limit.)
-    ex->parser->body_limit(ex->stream_to
-                               ? std::numeric_limits<std::uint64_t>::max()
-                               : max_unary_body);
-    // Write the request, then read the header, then the body as it comes.
+    ex->reader.emplace(limits_for(*ex));
+    // Write the request, then read the answer as it comes.
     http::async_write(
         *ex->stream, ex->req,
-        [self = this, ex](beast::error_code ec, std::size_t) {
+        guarded(ex, "write", [this, ex](beast::error_code ec, std::size_t) {
           if (ec)
-            return self->retry_or_fail(ex, ec);
-          self->arm(ex);
-          http::async_read_header(
-              *ex->stream, ex->buffer, *ex->parser,
-              [self, ex](beast::error_code ec, std::size_t) {
-                if (ec)
-                  return self->retry_or_fail(ex, ec);
-                ex->got_header = true;
-                auto status = ex->parser->get().result_int();
-                ex->streaming = ex->stream_to && status >= 200 && status < 300;
-                self->read_body(ex);
-              });
-        });
+            return retry_or_fail(ex, ec);
+          read_more(ex);
+        }));
   }
 
-  void read_body(const exchange_ptr& ex) {
+  void read_more(const exchange_ptr& ex) {
     if (!ex->done)
       return; // cancelled
-    if (ex->parser->is_done())
-      return finish(ex);
     arm(ex);
-    http::async_read_some(
-        *ex->stream, ex->buffer, *ex->parser,
-        [self = this, ex](beast::error_code ec, std::size_t) {
-          auto& body = ex->parser->get().body();
-          if (ex->streaming) {
-            // Pass the bytes on now; the governor relays them.
-            if (!body.empty() && ex->done) {
-              ex->body_bytes += body.size();
-              caf::anon_send(ex->stream_to, stream_chunk_atom_v, ex->tag,
-                             std::move(body));
-            }
-            body.clear();
-          } else {
-            ex->body_bytes = body.size();
-          }
-          if (ec)
-            return self->retry_or_fail(ex, ec);
-          self->read_body(ex);
-        });
+    ex->stream->async_read_some(
+        ex->reader->prepare(),
+        guarded(ex, "read", [this, ex](beast::error_code ec, std::size_t n) {
+          on_read(ex, ec, n);
+        }));
+  }
+
+  void on_read(const exchange_ptr& ex, beast::error_code ec, std::size_t n) {
+    if (!ex->done)
+      return; // cancelled
+    auto& rd = *ex->reader;
+    if (n > 0) {
+      rd.commit(n);
+      pass_on(ex);
+    }
+    if (rd.verdict() == upstream::read_verdict::reading && ec) {
+      if (ec != net::error::eof || (ex->reused && !rd.received_any()))
+        return retry_or_fail(ex, ec);
+      rd.eof(); // an answer delimited by the close, or one cut short
+      pass_on(ex);
+    }
+    if (rd.verdict() == upstream::read_verdict::reading)
+      return read_more(ex);
+    finish(ex);
+  }
+
+  // A streamed 2xx answer's bytes go on now; the governor relays them.
+  void pass_on(const exchange_ptr& ex) {
+    auto& rd = *ex->reader;
+    if (!rd.streaming() || !ex->done)
+      return;
+    auto piece = rd.take_body();
+    if (!piece.empty())
+      caf::anon_send(ex->stream_to, stream_chunk_atom_v, ex->tag,
+                     std::move(piece));
   }
 
   // A pooled connection the upstream had closed fails at once: try once more
@@ -326,8 +538,10 @@ private:
   void retry_or_fail(const exchange_ptr& ex, beast::error_code ec) {
     if (!ex->done)
       return; // cancelled
-    if (ex->reused && !ex->got_header && ec != beast::error::timeout) {
-      ex->buffer.clear();
+    if (ex->reused && !ex->reader->received_any() &&
+        ec != beast::error::timeout) {
+      beast::error_code ignored;
+      ex->stream->socket().close(ignored);
       return connect_or_reuse(ex);
     }
     fail(ex, ec == beast::error::timeout ? policy::outcome_kind::timeout
@@ -338,10 +552,14 @@ private:
     if (!ex->done)
       return;
     active_.erase(ex->id);
+    if (ex->stream) {
+      beast::error_code ec;
+      ex->stream->socket().close(ec);
+    }
     source_reply r;
     r.kind = kind;
-    if (ex->got_header) {
-      r.status = static_cast<int>(ex->parser->get().result_int());
+    if (ex->reader && ex->reader->header_done()) {
+      r.status = ex->reader->status();
       r.body = kind == policy::outcome_kind::timeout
                    ? R"({"error":"upstream went silent in its answer"})"
                    : R"({"error":"upstream closed its answer early"})";
@@ -354,30 +572,54 @@ private:
     done(std::move(r));
   }
 
+  // The reading ended (complete, too large, or a framing error).
   void finish(const exchange_ptr& ex) {
     if (!ex->done)
       return;
     active_.erase(ex->id);
-    auto& res = ex->parser->get();
-    source_reply r;
-    r.status = static_cast<int>(res.result_int());
-    r.kind = policy::classify_http_status(r.status);
-    auto ra = res.find(http::field::retry_after);
-    if (ra != res.end())
-      r.retry_after = policy::parse_retry_after(
-          std::string_view{ra->value().data(), ra->value().size()},
-          std::chrono::system_clock::now());
-    r.body = std::move(res.body()); // empty when it was streamed
-    if (auto ct = res.find(http::field::content_type); ct != res.end())
-      r.content_type = std::string{ct->value()};
-    if (res.keep_alive() && idle_.size() < cfg_.max_idle_connections)
+    auto& rd = *ex->reader;
+    auto status = rd.status();
+    if (rd.verdict() == upstream::read_verdict::framing_error) {
+      ++stats_->framing_errors;
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: framing error in an answer (status {}): "
+                  "{}; connection closed",
+                  where_, status, rd.problem());
+    } else if (rd.verdict() == upstream::read_verdict::too_large) {
+      ++stats_->oversized_bodies;
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: answer body (HTTP {}) over its limit; "
+                  "connection closed",
+                  where_, status);
+    }
+    if (upstream::is_auth_refusal(status)) {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: the upstream refused the gateway's "
+                  "credentials (HTTP {}); answered 502, body withheld",
+                  where_, status);
+    }
+    auto r = upstream::make_reply(rd, std::chrono::system_clock::now());
+    if (rd.reusable() && idle_.size() < cfg_.max_idle_connections) {
       idle_.push_back(std::move(ex->stream));
+    } else {
+      beast::error_code ec;
+      ex->stream->socket().close(ec);
+    }
     auto done = std::move(ex->done);
     done(std::move(r));
   }
 
   http_source_config cfg_;
   parsed_url url_;
+  /// The Host header: `host[:port]`, the port left out when it is 80.
+  std::string host_header_;
+  /// Names the source in log lines (no userinfo: `validate` refuses it).
+  std::string where_;
+  /// The upstream's address when `base_url` names one (no resolving).
+  std::optional<tcp::endpoint> endpoint_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::shared_ptr<http_source_stats> stats_;
   net::io_context ioc_;
@@ -399,6 +641,7 @@ struct pending {
 };
 
 struct http_source_state {
+  http_source_config cfg;
   std::unique_ptr<client_engine> engine;
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
@@ -406,21 +649,53 @@ struct http_source_state {
 
   ~http_source_state() { client_engine::dispose(std::move(engine)); }
 
+  /// The engine, built now if it is not yet (its first build failed: no
+  /// descriptor or thread to spare then); null if it still cannot be.
+  client_engine* ensure_engine() noexcept {
+    if (engine)
+      return engine.get();
+    try {
+      engine = std::make_unique<client_engine>(cfg, stats);
+    } catch (const std::exception& e) {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::err,
+                  "http source {}: cannot start its I/O: {}", cfg.base_url,
+                  e.what());
+    }
+    return engine.get();
+  }
+
   static inline const char* name = "sluice.http_source";
 };
 
 using http_actor = caf::stateful_actor<http_source_state>;
 
+source_reply cannot_attempt() {
+  source_reply r;
+  r.kind = policy::outcome_kind::transient;
+  r.body = R"({"error":"upstream unreachable"})";
+  return r;
+}
+
 caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
                                 std::shared_ptr<http_source_stats> stats) {
+  self->state.cfg = std::move(cfg);
   self->state.stats = stats;
-  self->state.engine = std::make_unique<client_engine>(cfg, stats);
+  self->state.ensure_engine(); // now, not at the first call (see the engine)
   // A requester that terminated, or sent `cancel_atom`, cancelled its
   // attempts: close them upstream.
   auto drop = [self](const caf::actor_addr& requester) {
     auto& st = self->state;
     for (auto id : st.attempts.drop_requester(requester)) {
-      st.engine->cancel(id);
+      try {
+        if (st.engine)
+          st.engine->cancel(id);
+      } catch (const std::exception& e) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::warn,
+                    "http source {}: cancelling an attempt failed: {}",
+                    st.cfg.base_url, e.what());
+      }
       --st.stats->in_flight;
     }
   };
@@ -433,17 +708,31 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
              const call_request& req) -> caf::result<source_reply> {
         auto& st = self->state;
         ++st.stats->attempts;
+        auto engine = st.ensure_engine();
+        if (!engine)
+          return cannot_attempt();
         ++st.stats->in_flight;
         auto id = st.next_id++;
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
-        st.attempts.add(self, id,
-                        pending{self->make_response_promise(), requester});
+        auto promise = self->make_response_promise();
+        st.attempts.add(self, id, pending{promise, requester});
         auto me = caf::actor_cast<caf::actor>(self);
-        st.engine->start(id, req, [me, id](source_reply r) {
-          // On the I/O thread: hand the answer to the actor.
-          caf::anon_send(me, http_done_atom::value, id, std::move(r));
-        });
+        try {
+          engine->start(id, req, [me, id](source_reply r) {
+            // On the I/O thread: hand the answer to the actor.
+            caf::anon_send(me, http_done_atom::value, id, std::move(r));
+          });
+        } catch (const std::exception& e) {
+          static log_limit lim;
+          log_limited(lim, spdlog::level::warn,
+                      "http source {}: starting an attempt failed: {}",
+                      st.cfg.base_url, e.what());
+          if (auto p = st.attempts.take(self, id)) {
+            --st.stats->in_flight;
+            p->promise.deliver(cannot_attempt());
+          }
+        }
         return caf::delegated<source_reply>{};
       },
       [self](http_done_atom, uint64_t id, source_reply& r) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -15,8 +16,11 @@ namespace sluice {
 
 /// An upstream reached over HTTP/1.1.
 struct http_source_config {
-  /// Where calls go: `http://HOST:PORT[/PREFIX]`. A call on route `/v1/x` is
-  /// sent as `POST PREFIX/v1/x` with the call's payload as JSON body.
+  /// Where calls go: `http://HOST[:PORT][/PREFIX]`, HOST a name, an IPv4
+  /// address or a bracketed IPv6 one (`http://[::1]:8080`), PORT 1..65535
+  /// (default 80). No userinfo (`user:pw@`): credentials go in `headers`.
+  /// A call on route `/v1/x` is sent as `POST PREFIX/v1/x` with the call's
+  /// payload as JSON body. (`https://` is not supported yet.)
   std::string base_url;
   /// Extra request headers. A value `env:NAME` is read from the environment
   /// variable NAME when the source starts (for secrets such as
@@ -36,6 +40,14 @@ struct http_source_config {
   duration response_timeout = std::chrono::seconds{300};
   /// Idle keep-alive connections kept for reuse.
   size_t max_idle_connections = 16;
+  /// Longest 2xx body held in memory (a unary call); a longer one is a
+  /// `transient` failure and its connection is closed. A streamed 2xx body
+  /// is passed on as it arrives and has no such limit.
+  uint64_t max_body_bytes = 64 * 1024 * 1024;
+  /// Longest error (non-2xx) body read, streamed call or not; past it the
+  /// connection is closed and the answer, still classified by its status,
+  /// carries a short JSON note instead of the body.
+  uint64_t max_error_body_bytes = 1024 * 1024;
 };
 
 /// Throws `std::invalid_argument` naming the field of a nonsense setting
@@ -49,6 +61,13 @@ struct http_source_stats {
   std::atomic<uint64_t> connections_reused{0};
   std::atomic<uint64_t> cancelled{0};
   std::atomic<int64_t> in_flight{0};
+  /// Pooled connections found closed or with bytes pending when taken for
+  /// reuse, and closed instead.
+  std::atomic<uint64_t> pool_discards{0};
+  /// Answers that broke HTTP/1.1 framing (the connection was closed).
+  std::atomic<uint64_t> framing_errors{0};
+  /// Answers whose body went past its limit (the connection was closed).
+  std::atomic<uint64_t> oversized_bodies{0};
 };
 
 struct http_source {
@@ -61,9 +80,15 @@ struct http_source {
 /// connection errors transient, timeouts timeout, other 4xx permanent) and
 /// reads Retry-After (seconds or HTTP-date). A streamed call's 2xx answer
 /// is passed on to `stream_to` as its bytes arrive; an error answer is read
-/// whole, so it can still be retried elsewhere. When the requester of an
-/// attempt terminates (the call was cancelled or timed out), the upstream
-/// request is closed at once.
+/// whole (up to `max_error_body_bytes`), so it can still be retried
+/// elsewhere. 1xx interim answers are skipped; a connection goes back to
+/// the pool only after a complete keep-alive answer with nothing behind it,
+/// and is checked for pending bytes or a close when taken out. An upstream
+/// 401/403/407 (the gateway's own credentials refused) becomes a
+/// `permanent` 502 with a generic body: the upstream's body is neither
+/// passed on nor logged. When the requester of an attempt terminates (the
+/// call was cancelled or timed out), the upstream request is closed at
+/// once.
 http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg);
 
 } // namespace sluice
