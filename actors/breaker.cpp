@@ -230,8 +230,12 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
         auto& m = *self->state.machine;
         auto now = self->clock().now();
         std::optional<policy::breaker_transition> t;
+        // Capped before adding: a peer's period is bounded like a
+        // server's instant, and `now + duration::max()` would overflow.
         if (to == breaker_state::open && !m.isolated())
-          t = m.open_until(now + open_for, now);
+          t = m.open_until(now + std::clamp(open_for, duration::zero(),
+                                            m.config().open_duration_max),
+                           now);
         else if (to == breaker_state::closed)
           t = m.close_from_peer(now);
         if (t)

@@ -14,6 +14,7 @@
 
 #include "actors/permit.hpp"
 #include "messages/atoms.hpp"
+#include "runtime/policy/http_outcome.hpp"
 #include "runtime/policy/rng.hpp"
 #include "runtime/policy/stall_clock.hpp"
 
@@ -288,8 +289,11 @@ void on_outcome(governor_actor* self, source_reply reply) {
   out.lease = cur.verdict.lease;
   out.kind = reply.kind;
   out.elapsed = now - cur.started;
+  // A custom source may hand us any duration: saturate before adding, so
+  // the instant cannot overflow (the breaker caps it further).
   if (reply.retry_after)
-    out.retry_after = now + *reply.retry_after;
+    out.retry_after = now + std::clamp(*reply.retry_after, duration::zero(),
+                                       policy::retry_after_saturation);
   self->send(src.breaker.actor, record_atom_v, out);
   st.attempts.push_back(
       {src.name, reply.kind, reply.status, now - cur.started});
@@ -349,6 +353,15 @@ void on_outcome(governor_actor* self, source_reply reply) {
     exhausted(self, "retry_exhausted", delay);
     return;
   }
+  // SPEC §7: an upstream hint longer than the stall budget left (or than the
+  // kind's max_retry_after) is not slept out on our admission permits: the
+  // call ends now and passes the hint on, so the client waits, not us.
+  if (reply.retry_after &&
+      policy::retry_after_too_long(pol, *reply.retry_after,
+                                   st.clock->stalled(now))) {
+    exhausted(self, "retry_after_too_long", *reply.retry_after);
+    return;
+  }
   // After a 429 backoff the stall check guards against saturation loops
   // (429 may not spend the retry budget); other failures spend it.
   sleep_for(self, delay,
@@ -385,8 +398,7 @@ void abandon_attempt(governor_actor* self, outcome_kind kind) {
 // times out at the same instant instead, and CAF drops request timeouts
 // when the actor terminates.
 void arm_first_byte_timer(governor_actor* self, duration ttft, uint64_t tag) {
-  self->request(caf::actor_cast<caf::actor>(self), ttft, first_byte_atom_v,
-                tag)
+  self->request(caf::actor_cast<caf::actor>(self), ttft, first_byte_atom_v, tag)
       .then([] {},
             [self, tag](caf::error& err) {
               auto& st = self->state;
@@ -545,8 +557,8 @@ void next_round(governor_actor* self) {
 // deadline plus the backend timeout, fails the call closed.
 void admit_cluster(governor_actor* self) {
   auto& st = self->state;
-  auto limit = st.admission_deadline - self->clock().now() +
-               st.route().backend_timeout;
+  auto limit =
+      st.admission_deadline - self->clock().now() + st.route().backend_timeout;
   self->request(st.cfg.cluster, limit, acquire_atom_v, st.admission_deadline)
       .then(
           [self](std::string& lease) {

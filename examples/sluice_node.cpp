@@ -5,18 +5,23 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <fmt/core.h>
 
 #include "messages/errors.hpp"
+#include "runtime/config/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
+#include "runtime/log.hpp"
 
 namespace {
 
@@ -36,11 +41,8 @@ options:
   --help                   show this text
 )";
 
-volatile std::sig_atomic_t stop_requested = 0;
-
-void on_signal(int) {
-  stop_requested = 1;
-}
+/// How long the startup check waits for each breaker and gate to answer.
+constexpr auto startup_check_timeout = std::chrono::seconds{5};
 
 // Prints a config error the way a user can act on it; returns exit code 2.
 int report(const std::string& origin, const sluice::config_error& e) {
@@ -49,9 +51,61 @@ int report(const std::string& origin, const sluice::config_error& e) {
   return exit_bad_config;
 }
 
+// Sets the CAF scheduler from the node settings.
+void configure_actors(caf::actor_system_config& caf_cfg,
+                      const sluice::node_settings& node) {
+  sluice::add_error_category(caf_cfg);
+  caf_cfg.set("scheduler.policy", caf::atom_from_string(node.scheduler));
+  auto workers = node.actor_threads != 0
+                     ? node.actor_threads
+                     : std::max(1u, std::thread::hardware_concurrency() / 2);
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(workers));
+}
+
+// The runtime of `cfg`, its sources and routes installed, and every actor
+// it spawned seen alive (`runtime::check_started`).
+std::unique_ptr<sluice::runtime> build_runtime(caf::actor_system& sys,
+                                               const sluice::file_config& cfg) {
+  auto rt = std::make_unique<sluice::runtime>(sys, cfg.runtime);
+  sluice::install(*rt, cfg);
+  rt->check_started(startup_check_timeout);
+  return rt;
+}
+
+// --check-config: a dry run. Builds everything the start builds (the
+// runtime and its sources, in a throwaway actor system) but binds no
+// listener, so a config that passes here does not fail at start.
+int check_config(const std::string& path) {
+  try {
+    auto cfg = sluice::load_config_file(path);
+    caf::actor_system_config caf_cfg;
+    configure_actors(caf_cfg, cfg.node);
+    caf::actor_system sys{caf_cfg};
+    build_runtime(sys, cfg).reset();
+    sys.await_actors_before_shutdown(false);
+  } catch (const sluice::config_error& e) {
+    return report(path, e);
+  } catch (const std::exception& e) {
+    std::cerr << "sluice-node: invalid config " << path << ": " << e.what()
+              << "\n";
+    return exit_bad_config;
+  }
+  std::cout << "sluice-node: " << path << " is valid\n";
+  return 0;
+}
+
+// HOST:PORT for printing (IPv6 in brackets).
+std::string printable(const std::string& host, uint16_t port) {
+  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  // A peer closing a socket mid-write must cost that connection, not the
+  // process (Asio reports EPIPE on the operation instead).
+  std::signal(SIGPIPE, SIG_IGN);
   std::string config_path;
   std::string listen;
   for (int i = 1; i < argc; ++i) {
@@ -70,14 +124,7 @@ int main(int argc, char** argv) {
       std::cout << sluice::default_config_text();
       return 0;
     } else if (arg == "--check-config") {
-      auto path = value("--check-config");
-      try {
-        sluice::load_config_file(path);
-      } catch (const sluice::config_error& e) {
-        return report(path, e);
-      }
-      std::cout << "sluice-node: " << path << " is valid\n";
-      return 0;
+      return check_config(value("--check-config"));
     } else if (arg == "--config") {
       config_path = value("--config");
     } else if (arg == "--listen") {
@@ -95,34 +142,57 @@ int main(int argc, char** argv) {
               ? sluice::parse_config(sluice::default_config_text(), "(default)")
               : sluice::load_config_file(config_path);
     if (!listen.empty()) {
-      auto colon = listen.rfind(':');
-      if (colon == std::string::npos)
-        throw sluice::config_error("--listen", "must be HOST:PORT");
-      auto port = std::atoi(listen.c_str() + colon + 1);
-      if (port < 0 || port > 65535)
-        throw sluice::config_error("--listen", "port must be in [0, 65535]");
-      cfg.node.listen_host = listen.substr(0, colon);
-      cfg.node.listen_port = static_cast<uint16_t>(port);
+      sluice::host_port hp;
+      try {
+        hp = sluice::parse_host_port(listen);
+      } catch (const std::invalid_argument& e) {
+        throw sluice::config_error("--listen", std::string{e.what()} +
+                                                   " (HOST:PORT or [V6]:PORT)");
+      }
+      cfg.node.listen_host = std::move(hp.host);
+      cfg.node.listen_port = hp.port;
     }
   } catch (const sluice::config_error& e) {
     return report(origin, e);
   }
 
+  // Signals are taken on main's own io_context, before any other thread
+  // exists: SIGINT/SIGTERM drain; SIGHUP (config reload: a later release),
+  // SIGUSR1 and SIGUSR2 are logged and never kill the node.
+  boost::asio::io_context signals_io;
+  boost::asio::signal_set signals{signals_io, SIGINT, SIGTERM};
+  signals.add(SIGHUP);
+  signals.add(SIGUSR1);
+  signals.add(SIGUSR2);
+  int stop_signal = 0;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int sig) {
+        if (ec)
+          return;
+        if (sig == SIGINT || sig == SIGTERM) {
+          stop_signal = sig;
+          signals_io.stop();
+          return;
+        }
+        try {
+          if (sig == SIGHUP)
+            sluice::logger().warn("SIGHUP received: config reload is not "
+                                  "supported yet; ignored");
+          else
+            sluice::logger().info("signal {} received; ignored", sig);
+        } catch (...) { // nothing escapes the handler
+        }
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
   caf::actor_system_config caf_cfg;
-  sluice::add_error_category(caf_cfg);
-  caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.node.scheduler));
-  auto workers = cfg.node.actor_threads != 0
-                     ? cfg.node.actor_threads
-                     : std::max(1u, std::thread::hardware_concurrency() / 2);
-  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(workers));
+  configure_actors(caf_cfg, cfg.node);
   caf::actor_system sys{caf_cfg};
   try {
-    sluice::runtime rt{sys, cfg.runtime};
-    sluice::install(rt, cfg);
-    sluice::http_front front{rt, cfg.node};
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    auto address = cfg.node.listen_host + ":" + std::to_string(front.port());
+    auto rt = build_runtime(sys, cfg);
+    sluice::http_front front{*rt, cfg.node};
+    auto address = printable(cfg.node.listen_host, front.port());
     fmt::print("sluice-node listening on http://{} ({} config)\n", address,
                config_path.empty() ? "default" : config_path);
     fmt::print("try:\n  curl -s http://{}/v1/chat/completions -H "
@@ -131,9 +201,9 @@ int main(int argc, char** argv) {
                "\"content\":\"hi\"}}]}}'\n",
                address);
     std::fflush(stdout);
-    while (stop_requested == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    fmt::print("sluice-node: stopping; letting {} call(s) finish\n",
+    signals_io.run();
+    fmt::print("sluice-node: {}: stopping; letting {} call(s) finish\n",
+               stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                front.in_flight());
     auto left = front.shutdown(cfg.node.shutdown_grace);
     fmt::print("sluice-node: stopped ({} call(s) cut off by the grace "

@@ -9,11 +9,42 @@
 
 #include <toml++/toml.h>
 
+#include "runtime/config/host_port.hpp"
 #include "runtime/config_error.hpp"
+#include "runtime/policy/backoff.hpp"
 
 namespace sluice {
 
 namespace {
+
+// -- limits (every number in a config has an upper bound)
+// ----------------------
+
+/// Largest config file read: far over any real config, and what a parse
+/// of hostile bytes may cost.
+constexpr std::streamsize config_file_limit = 16 << 20;
+
+/// Largest duration of any `_s` / `_ms` key: a week (as the policies).
+constexpr double span_limit_s =
+    std::chrono::duration<double>(policy::duration_limit).count();
+
+/// Largest count (caps, AIMD limits, bursts): what a tier counter holds.
+constexpr int64_t count_limit = 0x7fffffff;
+
+/// Largest request body the node accepts: 1 GiB.
+constexpr int64_t max_body_bytes_limit = int64_t{1} << 30;
+
+/// Most idle keep-alive connections an HTTP source keeps.
+constexpr uint32_t idle_connections_limit = 10000;
+
+/// Largest quota rate, per second.
+constexpr double rate_limit_per_s = 1e9;
+
+/// Largest route weight (weights are relative; larger is a typo).
+constexpr double weight_limit = 1e6;
+
+/// Redis' port when `backend.address` names none.
+constexpr uint16_t redis_default_port = 6379;
 
 int line_of(const toml::node& n) {
   return static_cast<int>(n.source().begin.line);
@@ -72,18 +103,19 @@ public:
     auto x = number(key);
     if (!x)
       return std::nullopt;
-    if (!std::isfinite(*x) || std::fabs(*x) > 1e9)
-      fail(key, "is not a sensible duration");
+    if (!std::isfinite(*x) || std::fabs(*x * unit_seconds) > span_limit_s)
+      fail(key, "must be at most a week (604800 s)");
     return std::chrono::duration_cast<duration>(
         std::chrono::duration<double>(*x * unit_seconds));
   }
 
-  std::optional<uint32_t> count(std::string_view key) {
+  std::optional<uint32_t> count(std::string_view key,
+                                int64_t max = count_limit) {
     auto x = integer(key);
     if (!x)
       return std::nullopt;
-    if (*x < 0 || *x > 0x7fffffff)
-      fail(key, "must be an integer in [0, 2147483647]");
+    if (*x < 0 || *x > max)
+      fail(key, "must be an integer in [0, " + std::to_string(max) + "]");
     return static_cast<uint32_t>(*x);
   }
 
@@ -159,20 +191,19 @@ private:
 
 void read_node(table_reader& r, node_settings& n) {
   if (auto listen = r.string("listen")) {
-    auto colon = listen->rfind(':');
-    if (colon == std::string::npos || colon == 0)
-      r.fail("listen", "must be HOST:PORT, e.g. \"127.0.0.1:8080\"");
-    auto port = listen->substr(colon + 1);
-    char* end = nullptr;
-    auto p = std::strtol(port.c_str(), &end, 10);
-    if (port.empty() || *end != '\0' || p < 0 || p > 65535)
-      r.fail("listen", "port must be in [0, 65535] (0: any free port)");
-    n.listen_host = listen->substr(0, colon);
-    n.listen_port = static_cast<uint16_t>(p);
+    try {
+      auto hp = parse_host_port(*listen);
+      n.listen_host = std::move(hp.host);
+      n.listen_port = hp.port;
+    } catch (const std::invalid_argument& e) {
+      r.fail("listen", std::string{e.what()} +
+                           " (HOST:PORT or [V6]:PORT, e.g. \"127.0.0.1:8080\"; "
+                           "port 0: any free port)");
+    }
   }
   if (auto x = r.integer("max_body_bytes")) {
-    if (*x < 1)
-      r.fail("max_body_bytes", "must be positive");
+    if (*x < 1 || *x > max_body_bytes_limit)
+      r.fail("max_body_bytes", "must be in [1, 1073741824] (1 GiB)");
     n.max_body_bytes = static_cast<uint64_t>(*x);
   }
   if (auto x = r.span("shutdown_grace_s", 1.0)) {
@@ -216,16 +247,18 @@ void read_backend(table_reader& r, runtime_config& rc) {
     r.fail("type", "must be \"local\" or \"redis\"");
   redis_config c;
   if (auto address = r.string("address")) {
-    auto colon = address->rfind(':');
-    char* end = nullptr;
-    auto port = colon == std::string::npos
-                    ? 0L
-                    : std::strtol(address->c_str() + colon + 1, &end, 10);
-    if (colon == std::string::npos || colon == 0 || *end != '\0' ||
-        port < 1 || port > 65535)
-      r.fail("address", "must be HOST:PORT, e.g. \"127.0.0.1:6379\"");
-    c.host = address->substr(0, colon);
-    c.port = static_cast<uint16_t>(port);
+    host_port hp;
+    try {
+      hp = parse_host_port(*address, redis_default_port);
+    } catch (const std::invalid_argument& e) {
+      r.fail("address", std::string{e.what()} +
+                            " (HOST[:PORT] or [V6][:PORT], e.g. "
+                            "\"127.0.0.1:6379\")");
+    }
+    if (hp.port == 0)
+      r.fail("address", "the port must be in [1, 65535]");
+    c.host = std::move(hp.host);
+    c.port = hp.port;
   }
   if (auto var = r.string("password_env")) {
     auto value = std::getenv(var->c_str());
@@ -271,8 +304,11 @@ void read_backend(table_reader& r, runtime_config& rc) {
 
 void read_admission(table_reader& r, admission_config& a) {
   auto cap = [&](std::string_view key, int64_t& out) {
-    if (auto x = r.integer(key))
+    if (auto x = r.integer(key)) {
+      if (*x > count_limit || *x < -count_limit)
+        r.fail(key, "must be an integer in [1, 2147483647]");
       out = *x;
+    }
   };
   cap("session_cap", a.session_cap);
   cap("connection_cap", a.connection_cap);
@@ -310,6 +346,8 @@ void read_kind(table_reader& r, policy::call_policy& p) {
     p.attempt_timeout = *x;
   if (auto x = r.span("ttft_timeout_s", 1.0))
     p.ttft_timeout = *x;
+  if (auto x = r.span("max_retry_after_s", 1.0))
+    p.max_retry_after = *x;
   r.done();
   r.checked([&] { validate(p); }, {{"attempt_timeout", "timeout_s"}});
 }
@@ -390,8 +428,11 @@ void read_aimd(table_reader& r, policy::aimd_config& a) {
 }
 
 void read_quota(table_reader& r, policy::quota_config& q) {
-  if (auto x = r.number("rate_per_s"))
+  if (auto x = r.number("rate_per_s")) {
+    if (!(*x <= rate_limit_per_s))
+      r.fail("rate_per_s", "must be at most 1e9");
     q.rate_per_s = *x;
+  }
   if (auto x = r.count("burst"))
     q.burst = *x;
   r.done();
@@ -469,7 +510,7 @@ source_decl read_source(const std::string& name, const toml::table& t) {
       d.http.idle_timeout = *x;
     if (auto x = r.span("response_timeout_s", 1.0))
       d.http.response_timeout = *x;
-    if (auto x = r.count("max_idle_connections"))
+    if (auto x = r.count("max_idle_connections", idle_connections_limit))
       d.http.max_idle_connections = *x;
     r.done();
     r.checked([&] { validate(d.http); });
@@ -535,8 +576,9 @@ route_decl read_route(const std::string& path, const toml::table& t,
   }
   if (auto weights = r.array("weights")) {
     for (auto& n : *weights) {
-      if (!n.is_number() || !(*n.value<double>() > 0.0))
-        r.fail("weights", "must be positive numbers", &n);
+      if (!n.is_number() || !(*n.value<double>() > 0.0) ||
+          !(*n.value<double>() <= weight_limit))
+        r.fail("weights", "must be positive numbers, at most 1e6", &n);
       d.route.weights.push_back(*n.value<double>());
     }
     if (d.route.weights.size() != d.route.sources.size())
@@ -608,12 +650,17 @@ file_config parse_config(std::string_view text, std::string_view origin) {
 }
 
 file_config load_config_file(const std::string& path) {
-  std::ifstream in{path};
+  std::ifstream in{path, std::ios::binary};
   if (!in)
     throw config_error("file", "cannot read '" + path + "'");
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_config(buf.str(), path);
+  std::string text(static_cast<size_t>(config_file_limit) + 1, '\0');
+  in.read(text.data(), config_file_limit + 1);
+  if (in.bad())
+    throw config_error("file", "cannot read '" + path + "'");
+  if (in.gcount() > config_file_limit)
+    throw config_error("file", "'" + path + "' is larger than 16 MiB");
+  text.resize(static_cast<size_t>(in.gcount()));
+  return parse_config(text, path);
 }
 
 void install(runtime& rt, const file_config& cfg) {
@@ -634,7 +681,7 @@ std::string_view default_config_text() {
 # --config FILE. Durations end in _s (seconds) or _ms (milliseconds).
 
 [node]
-listen = "127.0.0.1:8080"
+listen = "127.0.0.1:8080"     # HOST:PORT, [V6]:PORT or NAME:PORT (localhost)
 max_body_bytes = 1048576      # larger request bodies get 413
 shutdown_grace_s = 10         # SIGINT/SIGTERM: let in-flight calls finish
 scheduler = "sharing"         # CAF scheduler: "sharing" or "stealing"
@@ -672,6 +719,7 @@ backoff_cap_s = 30
 backoff_jitter = 0.5
 poll_interval_s = 1
 rate_limit_spends_retry = false
+max_retry_after_s = 60        # a longer upstream Retry-After ends the call
 
 [kinds.embeddings]            # every failure spends the retry budget
 max_attempts = 3
@@ -681,6 +729,7 @@ backoff_base_s = 0.5
 backoff_cap_s = 10
 poll_interval_s = 1
 rate_limit_spends_retry = true
+max_retry_after_s = 60
 
 [sources.sim-primary]
 type = "simulated"

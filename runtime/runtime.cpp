@@ -1,12 +1,15 @@
 #include "runtime/runtime.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -15,8 +18,49 @@
 #include "actors/scope_backend.hpp"
 #include "messages/atoms.hpp"
 #include "runtime/config_error.hpp"
+#include "runtime/log.hpp"
 
 namespace sluice {
+
+// -- actor_health -------------------------------------------------------------
+
+struct runtime::actor_health {
+  /// Set by ~runtime before it stops its actors: their exits then are ours.
+  std::atomic<bool> stopping{false};
+  /// Whether `broken` holds anything (the lock-free fast path).
+  std::atomic<bool> any{false};
+  mutable std::mutex mx;
+  /// Source name -> what ended its actor (first death only).
+  std::map<std::string, std::string> broken;
+
+  void died(const std::string& source, const char* role,
+            const caf::error& reason) {
+    if (stopping.load(std::memory_order_acquire))
+      return;
+    auto what = std::string{role} + ": " +
+                (reason ? caf::to_string(reason) : std::string{"exited"});
+    {
+      std::lock_guard<std::mutex> guard{mx};
+      if (!broken.emplace(source, what).second)
+        return;
+    }
+    any.store(true, std::memory_order_release);
+    // Once per source: no flood to limit.
+    logger().error("source {} is broken: its {} actor terminated ({})", source,
+                    role, what);
+  }
+
+  /// Watches `a` (which may already be dead: then the functor runs now).
+  void watch(const std::shared_ptr<actor_health>& self, const caf::actor& a,
+             const std::string& source, const char* role) {
+    if (!a)
+      return;
+    auto ptr = caf::actor_cast<caf::abstract_actor*>(a);
+    ptr->attach_functor([self, source, role](const caf::error& reason) {
+      self->died(source, role, reason);
+    });
+  }
+};
 
 namespace {
 
@@ -98,7 +142,8 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     , relay_(cfg_.redis && cfg_.share_breakers
                  ? spawn_breaker_relay(sys, *cfg_.redis)
                  : caf::actor{})
-    , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}()) {
+    , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}())
+    , health_(std::make_shared<actor_health>()) {
   if (cfg_.kinds.empty())
     throw config_error("kinds", "needs at least one call kind");
   for (auto& kind : cfg_.kinds)
@@ -106,6 +151,7 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
 }
 
 runtime::~runtime() {
+  health_->stopping.store(true, std::memory_order_release);
   std::unique_lock<std::shared_mutex> guard{mx_};
   auto stop = [](const auto& a) {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
@@ -144,7 +190,47 @@ void runtime::add_source(const std::string& name, source_actor actor,
                             settings.aimd, settings.quota, self_timed);
   if (relay_)
     caf::anon_send(relay_, watch_atom_v, name, handle.breaker.actor);
+  // An actor of ours that dies is never reported healthy (its functor runs
+  // at once if it is already dead).
+  health_->watch(health_, handle.breaker.actor, name, "breaker");
+  health_->watch(health_, handle.gate, name, "gate");
+  if (self_timed)
+    health_->watch(health_, caf::actor_cast<caf::actor>(handle.actor), name,
+                   "source");
   sources_.emplace(name, std::move(handle));
+}
+
+bool runtime::broken(const std::string& name) const {
+  if (!health_->any.load(std::memory_order_acquire))
+    return false;
+  std::lock_guard<std::mutex> guard{health_->mx};
+  return health_->broken.count(name) != 0;
+}
+
+std::vector<std::pair<std::string, std::string>>
+runtime::broken_sources() const {
+  std::lock_guard<std::mutex> guard{health_->mx};
+  return {health_->broken.begin(), health_->broken.end()};
+}
+
+void runtime::check_started(duration timeout) const {
+  auto all = sources();
+  caf::scoped_actor self{sys_};
+  auto ask = [&](const caf::actor& a, const std::string& name, const char* role,
+                 auto reply_type) {
+    using reply = decltype(reply_type);
+    self->request(a, timeout, status_atom_v)
+        .receive([](const reply&) {},
+                 [&](caf::error& err) { health_->died(name, role, err); });
+  };
+  for (auto& s : all) {
+    ask(s.breaker.actor, s.name, "breaker", breaker_status{});
+    ask(s.gate, s.name, "gate", tier_status{});
+  }
+  auto dead = broken_sources();
+  if (!dead.empty())
+    throw config_error("sources." + dead.front().first,
+                       "did not start (" + dead.front().second + ")");
 }
 
 simulated_source
@@ -313,8 +399,8 @@ call_handle runtime::call(call_request request,
                           std::function<void(call_result)> done,
                           const call_options& options) {
   // The governor calls back itself: no waiting actor per call.
-  auto gov = spawn_governor(sys_, make_governor_config(std::move(request),
-                                                       options, std::move(done)));
+  auto gov = spawn_governor(
+      sys_, make_governor_config(std::move(request), options, std::move(done)));
   caf::anon_send(gov, call_atom_v);
   return call_handle{gov};
 }

@@ -1,11 +1,11 @@
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <future>
 #include <list>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -15,13 +15,13 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/governor.hpp"
 #include "actors/cluster_tier.hpp"
+#include "actors/governor.hpp"
 #include "actors/http_source.hpp"
-#include "runtime/redis_client.hpp"
 #include "actors/simulated_source.hpp"
 #include "runtime/admission_config.hpp"
 #include "runtime/admission_tiers.hpp"
+#include "runtime/redis_client.hpp"
 
 namespace sluice {
 
@@ -202,9 +202,7 @@ public:
   std::vector<source_handle> sources() const;
 
   /// The actor system the runtime runs on.
-  caf::actor_system& system() const noexcept {
-    return sys_;
-  }
+  caf::actor_system& system() const noexcept { return sys_; }
 
   /// The scope-state backend.
   const caf::actor& backend() const noexcept { return backend_; }
@@ -212,10 +210,36 @@ public:
   /// The configuration the runtime was built from.
   const runtime_config& config() const noexcept { return cfg_; }
 
+  // -- health of the actors the runtime spawned
+  // --------------------------------
+
+  /// Whether an actor the runtime spawned for source `name` -- its breaker,
+  /// its source gate, or the built-in source itself -- has terminated while
+  /// the runtime lives. Such a source is broken: never report it healthy
+  /// (the front's /status shows it). Lock-free when nothing broke: one
+  /// relaxed load; else a short lock. Thread-safe.
+  bool broken(const std::string& name) const;
+
+  /// Every broken source with what ended its actor (e.g. "breaker: an
+  /// exception escaped: std::bad_alloc"), by name.
+  std::vector<std::pair<std::string, std::string>> broken_sources() const;
+
+  /// The startup check (and `sluice-node --check-config`'s dry run): asks
+  /// every source's breaker and gate for their status within `timeout` --
+  /// an answer proves the actor started -- then throws a `config_error`
+  /// with key `sources.NAME` for the first broken source. Blocks the
+  /// calling thread (a `scoped_actor`): call it from a thread of the
+  /// service's own, with the real scheduler (not CAF's testing one).
+  void check_started(duration timeout = std::chrono::seconds{5}) const;
+
   /// This node's side of the global tier across nodes (null: none).
   const std::shared_ptr<cluster_tier_stats>& cluster_stats() const noexcept {
     return cluster_stats_;
   }
+
+  /// What the runtime knows of its actors' deaths (shared with the functors
+  /// attached to them).
+  struct actor_health;
 
 private:
   // Built-in sources are self-timed (see messages/source.hpp).
@@ -255,6 +279,8 @@ private:
   std::list<std::string> session_order_;
   time_point last_sweep_{};
   std::atomic<uint64_t> next_seed_;
+  /// Filled by functors attached to the actors of each source.
+  std::shared_ptr<actor_health> health_;
 };
 
 } // namespace sluice

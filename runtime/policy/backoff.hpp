@@ -7,6 +7,12 @@
 
 namespace sluice::policy {
 
+/// Longest duration any policy setting may name (windows, timeouts, open
+/// durations, backoff caps): a week. Longer values are typos or unit
+/// mix-ups, and every sum of a time point and a setting stays far from
+/// overflowing the nanosecond clock (±292 years).
+constexpr duration duration_limit = std::chrono::hours{24 * 7};
+
 /// Exponential backoff between attempts.
 struct backoff_config {
   /// Delay after the first failure.

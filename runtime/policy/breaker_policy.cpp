@@ -49,32 +49,37 @@ void check_rate(const char* field, double x) {
 void check_positive(const char* field, duration d) {
   if (d <= duration::zero())
     refuse(field, "must be positive");
+  if (d > duration_limit)
+    refuse(field, "must be at most a week (604800 s)");
+}
+
+void check_count(const char* field, uint32_t n) {
+  if (n == 0 || n > window_limit)
+    refuse(field, "must be in [1, " + std::to_string(window_limit) + "]");
 }
 
 } // namespace
 
 void validate(const breaker_config& cfg) {
-  if (cfg.window == breaker_config::window_kind::count && cfg.window_size == 0)
-    refuse("window_size", "must be at least 1");
+  if (cfg.window == breaker_config::window_kind::count)
+    check_count("window_size", cfg.window_size);
   if (cfg.window == breaker_config::window_kind::time) {
     check_positive("window_span", cfg.window_span);
-    if (cfg.window_buckets == 0)
-      refuse("window_buckets", "must be at least 1");
+    check_count("window_buckets", cfg.window_buckets);
   }
-  if (cfg.min_samples == 0)
-    refuse("min_samples", "must be at least 1");
+  check_count("min_samples", cfg.min_samples);
   check_rate("failure_rate_threshold", cfg.failure_rate_threshold);
   if (cfg.slow_call)
     check_positive("slow_call", *cfg.slow_call);
   check_rate("slow_call_rate_threshold", cfg.slow_call_rate_threshold);
   check_positive("open_duration", cfg.open_duration);
-  if (!(cfg.open_duration_growth >= 1.0) ||
-      !std::isfinite(cfg.open_duration_growth))
-    refuse("open_duration_growth", "must be a finite factor >= 1");
+  if (!(cfg.open_duration_growth >= 1.0 &&
+        cfg.open_duration_growth <= open_duration_growth_limit))
+    refuse("open_duration_growth", "must be a factor in [1, 100]");
   if (cfg.open_duration_max < cfg.open_duration)
     refuse("open_duration_max", "must be at least open_duration");
-  if (cfg.half_open_probes == 0)
-    refuse("half_open_probes", "must be at least 1");
+  check_positive("open_duration_max", cfg.open_duration_max);
+  check_count("half_open_probes", cfg.half_open_probes);
 }
 
 namespace {
@@ -171,12 +176,14 @@ breaker_policy::on_open_elapsed(time_point now) {
 
 std::optional<breaker_transition> breaker_policy::open_until(time_point until,
                                                              time_point now) {
+  until = std::min(until, now + cfg_.open_duration_max);
   if (state_ == breaker_state::open) {
     open_until_ = std::max(open_until_, until);
     return std::nullopt;
   }
-  // The server names the instant: open exactly until then. This is not one
-  // of our own openings, so it neither grows nor resets the open duration.
+  // The server names the instant (capped above): open until then. This is
+  // not one of our own openings, so it neither grows nor resets the open
+  // duration.
   auto from = state_;
   state_ = breaker_state::open;
   ++generation_;

@@ -5,11 +5,22 @@
 #include <string_view>
 #include <variant>
 
+#include "runtime/policy/backoff.hpp"
 #include "runtime/policy/outcome.hpp"
 #include "runtime/policy/outcome_window.hpp"
 #include "runtime/policy/time.hpp"
 
 namespace sluice::policy {
+
+/// Largest window size, bucket count, `min_samples` and probe count: the
+/// windows are allocated up front (a count window holds one sample per
+/// slot, a time window one bucket per slot), and 2e9 buckets died of
+/// bad_alloc inside the breaker actor.
+constexpr uint32_t window_limit = 10000;
+
+/// Largest `open_duration_growth` factor (it is capped by
+/// `open_duration_max` anyway; larger is a typo).
+constexpr double open_duration_growth_limit = 100.0;
 
 /// The three states of a circuit breaker (SPEC §2).
 enum class breaker_state : uint8_t {
@@ -122,8 +133,10 @@ public:
   std::optional<breaker_transition> on_open_elapsed(time_point now);
 
   /// The upstream said "not before `until`" (Retry-After on a 503): open now
-  /// (if not open) until exactly `until`, or extend an open period to it. A
-  /// later instant always wins over an earlier one.
+  /// (if not open) until `until`, or extend an open period to it. A later
+  /// instant always wins over an earlier one. The server's instant is
+  /// capped at `now + open_duration_max` (SPEC §7): an upstream cannot
+  /// take the route down for longer than our own longest opening.
   std::optional<breaker_transition> open_until(time_point until,
                                                time_point now);
 

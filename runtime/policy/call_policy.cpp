@@ -1,5 +1,6 @@
 #include "runtime/policy/call_policy.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -14,28 +15,41 @@ namespace {
 void positive(const char* field, duration d) {
   if (d <= duration::zero())
     refuse(field, "must be positive");
+  if (d > duration_limit)
+    refuse(field, "must be at most a week (604800 s)");
 }
 
 } // namespace
 
 void validate(const call_policy& cfg) {
-  if (cfg.max_attempts == 0)
-    refuse("max_attempts", "must be at least 1");
+  if (cfg.max_attempts == 0 || cfg.max_attempts > max_attempts_limit)
+    refuse("max_attempts",
+           "must be in [1, " + std::to_string(max_attempts_limit) + "]");
   positive("stall_window", cfg.stall_window);
   positive("backoff_base", cfg.backoff.base);
   if (cfg.backoff.cap < cfg.backoff.base)
     refuse("backoff_cap", "must be at least backoff_base");
+  positive("backoff_cap", cfg.backoff.cap);
   if (!(cfg.backoff.jitter >= 0.0 && cfg.backoff.jitter <= 1.0))
     refuse("backoff_jitter",
            "must be in [0, 1], got " + std::to_string(cfg.backoff.jitter));
   positive("poll_interval", cfg.poll_interval);
   positive("attempt_timeout", cfg.attempt_timeout);
+  if (cfg.max_retry_after <= duration::zero() ||
+      cfg.max_retry_after > max_retry_after_limit)
+    refuse("max_retry_after", "must be in (0, 86400] seconds");
   if (cfg.ttft_timeout) {
     positive("ttft_timeout", *cfg.ttft_timeout);
     if (cfg.stall_window < *cfg.ttft_timeout)
       refuse("stall_window", "must be at least ttft_timeout (a conservative "
                              "check: time to first byte is productive time)");
   }
+}
+
+bool retry_after_too_long(const call_policy& cfg, duration hint,
+                          duration stalled) noexcept {
+  auto left = std::max(duration::zero(), cfg.stall_window - stalled);
+  return hint > left || hint > cfg.max_retry_after;
 }
 
 } // namespace sluice::policy

@@ -9,6 +9,15 @@
 
 namespace sluice::policy {
 
+/// Most attempts a call may make: a retry budget beyond this is a typo, and
+/// each attempt is kept in the call's result.
+constexpr uint32_t max_attempts_limit = 1000;
+
+/// Longest `max_retry_after` a kind may allow: a day. A client waits on its
+/// call while the governor sleeps out a hint; longer than a day is no
+/// longer "retry later" but "down".
+constexpr duration max_retry_after_limit = std::chrono::hours{24};
+
 /// How the governor treats one kind of call (chat, embeddings, OCR, ...):
 /// its two budgets and its pacing (SPEC §3).
 struct call_policy {
@@ -27,11 +36,24 @@ struct call_policy {
   duration attempt_timeout = std::chrono::seconds{300};
   /// Longest wait for the first byte of a streamed answer (optional).
   std::optional<duration> ttft_timeout;
+  /// Longest upstream Retry-After the call sleeps out (SPEC §7). A longer
+  /// hint -- or one longer than the stall budget the call has left -- ends
+  /// the call at once (`retry_after_too_long`) with the hint passed on,
+  /// instead of sleeping on its admission permits.
+  duration max_retry_after = std::chrono::seconds{60};
 };
 
 /// Throws `std::invalid_argument` naming the field of the first nonsense
 /// setting. Keeps the seed's conservative check `stall_window >=
 /// ttft_timeout` (redundant now that TTFT is productive time, but harmless).
 void validate(const call_policy& cfg);
+
+/// Whether the upstream's Retry-After `hint` is too long to sleep out for a
+/// call of policy `cfg` that has been stalled for `stalled` (SPEC §7):
+/// longer than the stall budget it has left (`stall_window - stalled`, at
+/// least zero) or than `max_retry_after`. A hint equal to either bound is
+/// still honoured.
+bool retry_after_too_long(const call_policy& cfg, duration hint,
+                          duration stalled) noexcept;
 
 } // namespace sluice::policy

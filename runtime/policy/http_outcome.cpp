@@ -1,6 +1,7 @@
 #include "runtime/policy/http_outcome.hpp"
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <string>
@@ -31,11 +32,18 @@ parse_retry_after(std::string_view value,
   bool digits = true;
   for (auto c : value)
     digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  const auto limit_s =
+      std::chrono::duration_cast<std::chrono::seconds>(retry_after_saturation)
+          .count();
   if (digits) {
-    if (value.size() > 9) // more than ~31 years: clamp
-      return std::chrono::duration_cast<duration>(std::chrono::hours{24 * 365});
-    return std::chrono::duration_cast<duration>(std::chrono::seconds{
-        std::strtol(std::string{value}.c_str(), nullptr, 10)});
+    // Accumulate with saturation: no digit count overflows.
+    int64_t s = 0;
+    for (auto c : value) {
+      s = s * 10 + (c - '0');
+      if (s > limit_s)
+        return retry_after_saturation;
+    }
+    return std::chrono::duration_cast<duration>(std::chrono::seconds{s});
   }
   // HTTP-date, in the formats RFC 9110 §5.6.7 requires recipients to accept.
   std::string text{value};
@@ -45,7 +53,17 @@ parse_retry_after(std::string_view value,
     auto end = strptime(text.c_str(), format, &tm);
     if (end == nullptr || *end != '\0')
       continue;
-    auto at = std::chrono::system_clock::from_time_t(timegm(&tm));
+    // Compare in whole seconds first: a time_point of year 9999 overflows
+    // the nanosecond system clock (the wrapped value read as "retry now").
+    int64_t at_s = timegm(&tm);
+    auto now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch())
+            .count();
+    if (at_s < now_s - 1)
+      return duration::zero();
+    if (at_s - now_s > limit_s)
+      return retry_after_saturation;
+    auto at = std::chrono::system_clock::from_time_t(static_cast<time_t>(at_s));
     if (at <= now)
       return duration::zero();
     return std::chrono::duration_cast<duration>(at - now);

@@ -401,3 +401,31 @@ TEST_CASE_METHOD(virtual_time_fixture,
   run();
   CHECK_FALSE(b.is_open());
 }
+
+TEST_CASE_METHOD(fixture,
+                 "a 503's Retry-After of 999999999 s opens the breaker for "
+                 "exactly open_duration_max, not until 2057 (SPEC 7)") {
+  // cfg.open_duration_max is the default 5 min.
+  auto c = ask();
+  auto t0 = now();
+  finish(c, outcome_kind::transient, t0 + 999999999s);
+  CHECK(state() == S::open);
+  CHECK(ask().verdict().retry_at == t0 + 5min);
+  REQUIRE(!events->empty());
+  CHECK(events->back().open_for == 5min);
+  advance(5min - 1ms);
+  CHECK(state() == S::open);
+  advance(1ms);
+  CHECK(state() == S::half_open);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "a peer's open period is capped at open_duration_max and "
+                 "cannot overflow the clock") {
+  caf::anon_send(breaker.actor, peer_state_atom_v, S::open, duration::max());
+  run();
+  CHECK(state() == S::open);
+  CHECK(ask().verdict().retry_at == now() + 5min);
+  advance(5min);
+  CHECK(state() == S::half_open);
+}

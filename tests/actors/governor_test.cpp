@@ -50,8 +50,7 @@ test_source src(std::string name, sim_phase phase,
 }
 
 // The call made one attempt, which timed out `after` its start at `t0`.
-void check_one_timeout(const governed_call& c, time_point t0,
-                       duration after) {
+void check_one_timeout(const governed_call& c, time_point t0, duration after) {
   REQUIRE(c.done());
   REQUIRE(c.result().attempts.size() == 1);
   CHECK(c.result().attempts[0].kind == outcome_kind::timeout);
@@ -432,4 +431,104 @@ TEST_CASE_METHOD(governor_fixture,
   log->unanswered.clear();
   caf::anon_send_exit(user, caf::exit_reason::kill);
   run();
+}
+
+// -- upstream hints are bounded (SPEC 7) --------------------------------------
+
+namespace {
+
+sim_phase limited_with_hint(duration latency, duration hint) {
+  auto p = answering(latency, 0, 1.0);
+  p.retry_after = hint;
+  return p;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a Retry-After longer than the stall budget ends the call at "
+                 "once with the hint, permits returned") {
+  auto p = quick_policy();
+  p.stall_window = 5s;
+  make_route({src("a", limited_with_hint(100ms, 86400s))}, p);
+  auto path = fresh_path();
+  auto t0 = now();
+  auto c = call(path);
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().status == call_status::all_sources_exhausted);
+  CHECK(c.result().reason == "retry_after_too_long");
+  CHECK(c.result().retry_after_s == Approx(86400.0));
+  // The verdict came with the 429, not after sleeping on the permits.
+  CHECK(c.report->done_at - t0 == 100ms);
+  CHECK(c.result().attempts.size() == 1);
+  CHECK(path.session.status().in_use == 0);
+  CHECK(path.connection.status().in_use == 0);
+  CHECK(path.global.status().in_use == 0);
+  CHECK(source(0).tier->load().in_use == 0);
+  advance(1h);
+  CHECK(stats(0).attempts == 1);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a Retry-After longer than the kind's max_retry_after ends "
+                 "the call at once, even within the stall window") {
+  auto p = quick_policy();
+  p.stall_window = 600s;
+  p.attempt_timeout = 30s;
+  p.max_retry_after = 60s;
+  make_route({src("a", limited_with_hint(100ms, 61s))}, p);
+  auto t0 = now();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().reason == "retry_after_too_long");
+  CHECK(c.result().retry_after_s == Approx(61.0));
+  CHECK(c.report->done_at - t0 == 100ms);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a Retry-After within both bounds is honoured: never retried "
+                 "before it") {
+  auto p = quick_policy(); // 60 s window, 1 s backoff base
+  sim_phase first = limited_with_hint(100ms, 7s);
+  first.length = 1s;
+  test_source s = src("a", first);
+  s.sim.phases.push_back(answering(100ms));
+  make_route({s}, p);
+  auto t0 = now();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().ok());
+  REQUIRE(c.result().attempts.size() == 2);
+  CHECK(c.result().attempts[0].kind == outcome_kind::rate_limited);
+  // 429 after 100 ms, 7 s as the upstream asked (not the 1 s backoff), then
+  // the 100 ms answer.
+  CHECK(c.report->done_at - t0 == 100ms + 7s + 100ms);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a 503 with Retry-After: 999999999 opens the breaker for "
+                 "exactly open_duration_max, and the call ends at once") {
+  auto b = lenient_breaker();
+  b.open_duration = 10s;
+  b.open_duration_max = 5min;
+  sim_phase down = answering(100ms, 1.0);
+  down.retry_after = 999999999s;
+  make_route({src("a", down, b)}, quick_policy());
+  auto t0 = now();
+  auto c = call();
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().reason == "retry_after_too_long");
+  CHECK(c.result().retry_after_s == Approx(999999999.0));
+  CHECK(c.report->done_at - t0 == 100ms);
+  run();
+  auto opened = now();
+  CHECK(source(0).breaker.mirror->load().state == breaker_state::open);
+  advance_to(opened + 5min - 1ms);
+  CHECK(source(0).breaker.mirror->load().state == breaker_state::open);
+  advance_to(opened + 5min);
+  CHECK(source(0).breaker.mirror->load().state == breaker_state::half_open);
 }

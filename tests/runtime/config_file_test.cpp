@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "runtime/config/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "virtual_time.hpp"
 
@@ -206,15 +207,56 @@ TEST_CASE("nonsense values are refused, naming the key as written") {
       {"[node]\nscheduler = \"fast\"\n", "node.scheduler"},
       {"[node]\nactor_threads = -1\n", "node.actor_threads"},
       {"[backend]\ntype = \"etcd\"\n", "backend.type"},
-      {"[backend]\ntype = \"redis\"\naddress = \"redis\"\n",
+      {"[backend]\ntype = \"redis\"\naddress = \"redis:\"\n",
        "backend.address"},
+      {"[backend]\ntype = \"redis\"\naddress = \"redis:0\"\n",
+       "backend.address"},
+      {"[backend]\ntype = \"redis\"\naddress = \"::1:6379\"\n",
+       "backend.address"},
+      // Upper bounds: every number has one.
+      {"[sources.a.breaker]\nwindow = \"time\"\nwindow_buckets = "
+       "2000000000\n",
+       "sources.a.breaker.window_buckets"},
+      {"[sources.a.breaker]\nwindow_size = 10001\n",
+       "sources.a.breaker.window_size"},
+      {"[sources.a.breaker]\nmin_samples = 20000\n",
+       "sources.a.breaker.min_samples"},
+      {"[sources.a.breaker]\nhalf_open_probes = 20000\n",
+       "sources.a.breaker.half_open_probes"},
+      {"[sources.a.breaker]\nopen_duration_max_s = 999999999\n",
+       "sources.a.breaker.open_duration_max_s"},
+      {"[sources.a.breaker]\nopen_duration_growth = 1e300\n",
+       "sources.a.breaker.open_duration_growth"},
+      {"[kinds.chat]\nstall_window_s = 1e8\n", "kinds.chat.stall_window_s"},
+      {"[kinds.chat]\nmax_attempts = 5000\n", "kinds.chat.max_attempts"},
+      {"[kinds.chat]\nmax_retry_after_s = 0\n", "kinds.chat.max_retry_after_s"},
+      {"[kinds.chat]\nmax_retry_after_s = 86401\n",
+       "kinds.chat.max_retry_after_s"},
+      {"[kinds.chat]\nmax_retry_after_s = -1\n",
+       "kinds.chat.max_retry_after_s"},
+      {"[admission]\nglobal_cap = 9999999999\n", "admission.global_cap"},
+      {"[node]\nmax_body_bytes = 1073741825\n", "node.max_body_bytes"},
+      {"[node]\nshutdown_grace_s = 1e7\n", "node.shutdown_grace_s"},
+      {"[sources.a.quota]\nrate_per_s = 1e12\n", "sources.a.quota.rate_per_s"},
+      {"[sources.a.aimd]\nmax = 3000000000\n", "sources.a.aimd.max"},
+      {"[[sources.a.phases]]\nlatency_min_ms = 1e12\n",
+       "sources.a.phases[0].latency_min_ms"},
+      {"[backend]\nprogress_ttl_s = 1e9\n", "backend.progress_ttl_s"},
+      // Strict host:port (no atoi: '80x' is not port 80).
+      {"[node]\nlisten = \"127.0.0.1:80x\"\n", "node.listen"},
+      {"[node]\nlisten = \":8080\"\n", "node.listen"},
+      {"[node]\nlisten = \"[::1\"\n", "node.listen"},
+      {"[node]\nlisten = \"[::1]8080\"\n", "node.listen"},
+      {"[node]\nlisten = \"[]:8080\"\n", "node.listen"},
+      {"[node]\nlisten = \"::1:8080\"\n", "node.listen"},
+      {"[node]\nlisten = \"bad host:8080\"\n", "node.listen"},
+      {"[node]\nlisten = \"127.0.0.1:+80\"\n", "node.listen"},
       {"[backend]\npassword_env = \"SLUICE_SURELY_UNSET_VARIABLE\"\n",
        "backend.password_env"},
       {"[backend]\ncommand_timeout_ms = 0\n", "backend.command_timeout_ms"},
       {"[backend]\nprogress_ttl_s = 0.5\n", "backend.progress_ttl_s"},
       {"[backend]\ncluster_global_cap = 8\n", "backend.cluster_global_cap"},
-      {"[backend]\ntype = \"redis\"\nlease_ttl_s = 0\n",
-       "backend.lease_ttl_s"},
+      {"[backend]\ntype = \"redis\"\nlease_ttl_s = 0\n", "backend.lease_ttl_s"},
   };
   for (auto& c : cases) {
     INFO(c.text);
@@ -324,4 +366,68 @@ sources = ["openai"]
 )toml");
   REQUIRE(e);
   CHECK(e->key() == "sources.openai.headers.Authorization");
+}
+
+TEST_CASE("parse_host_port: host names, IPv4, bracketed IPv6, strict ports") {
+  auto hp = parse_host_port("localhost:8080");
+  CHECK(hp.host == "localhost");
+  CHECK(hp.port == 8080);
+  hp = parse_host_port("[::1]:9000");
+  CHECK(hp.host == "::1"); // no brackets: ready for a resolver
+  CHECK(hp.port == 9000);
+  hp = parse_host_port("[2001:db8::7]:0");
+  CHECK(hp.host == "2001:db8::7");
+  CHECK(hp.port == 0);
+  hp = parse_host_port("10.0.0.7:65535");
+  CHECK(hp.host == "10.0.0.7");
+  CHECK(hp.port == 65535);
+  hp = parse_host_port("redis-1.internal_x", 6379);
+  CHECK(hp.host == "redis-1.internal_x");
+  CHECK(hp.port == 6379);
+  hp = parse_host_port("[::1]", 6379);
+  CHECK(hp.host == "::1");
+  CHECK(hp.port == 6379);
+  for (auto bad : {"",        ":80",        "host:",          "host:80x",
+                   "host:-1", "host:65536", "host:000080000", "host: 80",
+                   "[::1",    "[::1]x",     "[]:80",          "[host]:80",
+                   "::1:80",  "a..b:80",    "-a:80",          "a-:80",
+                   "a b:80",  "host",       "[::1]",          "host:80:90",
+                   "[::1]:"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_host_port(bad), std::invalid_argument);
+  }
+  CHECK_THROWS_AS(parse_host_port(std::string(300, 'a') + ":80"),
+                  std::invalid_argument);
+}
+
+TEST_CASE("listen takes host names and bracketed IPv6, stored unbracketed") {
+  auto cfg =
+      parse_config(std::string{minimal} + "[node]\nlisten = \"localhost:0\"\n");
+  CHECK(cfg.node.listen_host == "localhost");
+  CHECK(cfg.node.listen_port == 0);
+  cfg =
+      parse_config(std::string{minimal} + "[node]\nlisten = \"[::1]:8081\"\n");
+  CHECK(cfg.node.listen_host == "::1");
+  CHECK(cfg.node.listen_port == 8081);
+  cfg = parse_config(std::string{minimal} + "[backend]\ntype = \"redis\"\n"
+                                            "address = \"[::1]:6380\"\n");
+  CHECK(cfg.runtime.redis->host == "::1");
+  CHECK(cfg.runtime.redis->port == 6380);
+  cfg = parse_config(std::string{minimal} +
+                     "[backend]\ntype = \"redis\"\naddress = \"redis\"\n");
+  CHECK(cfg.runtime.redis->host == "redis");
+  CHECK(cfg.runtime.redis->port == 6379);
+}
+
+TEST_CASE("max_retry_after_s is read per kind, 60 s by default") {
+  auto cfg = parse_config(std::string{minimal} +
+                          "[kinds.chat]\nmax_retry_after_s = 120\n");
+  CHECK(cfg.runtime.kinds.at("chat").max_retry_after == 120s);
+  CHECK(cfg.runtime.kinds.at("embeddings").max_retry_after == 60s);
+  auto e = refusal(std::string{minimal} +
+                   "[kinds.chat]\nmax_retry_after_s = 86401\n");
+  REQUIRE(e);
+  CHECK(e->line() == 8);
+  CHECK(std::string{e->what()}.find("kinds.chat.max_retry_after_s") !=
+        std::string::npos);
 }

@@ -210,3 +210,53 @@ TEST_CASE_METHOD(fixture, "an idle session's tier is kept for its next call "
   CHECK(rt.session(busy.session).owner == busy_owner);
   held.counter->release();
 }
+
+// -- the runtime watches the actors it spawns ---------------------------------
+
+TEST_CASE_METHOD(fixture,
+                 "a runtime actor that dies marks its source broken, never "
+                 "healthy") {
+  rt.add_simulated_source("a", answering(10ms));
+  rt.add_simulated_source("b", answering(10ms));
+  run();
+  CHECK_FALSE(rt.broken("a"));
+  CHECK(rt.broken_sources().empty());
+  caf::anon_send_exit(rt.source("a").breaker.actor, caf::exit_reason::kill);
+  run();
+  CHECK(rt.broken("a"));
+  CHECK_FALSE(rt.broken("b"));
+  auto dead = rt.broken_sources();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].first == "a");
+  CHECK(dead[0].second.rfind("breaker:", 0) == 0);
+  // The built-in source and the gate are watched as well.
+  caf::anon_send_exit(rt.source("b").gate, caf::exit_reason::kill);
+  run();
+  CHECK(rt.broken("b"));
+}
+
+TEST_CASE("the startup check refuses a runtime whose actor died, naming the "
+          "source") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  {
+    runtime rt{sys, runtime_config{}};
+    rt.add_simulated_source("good", answering(10ms));
+    rt.add_simulated_source("victim", answering(10ms));
+    rt.check_started(); // all alive: no throw
+    caf::scoped_actor self{sys};
+    auto gate = rt.source("victim").gate;
+    self->monitor(gate);
+    self->send_exit(gate, caf::exit_reason::kill);
+    self->receive([](const caf::down_msg&) {});
+    try {
+      rt.check_started();
+      FAIL("check_started accepted a dead gate");
+    } catch (const config_error& e) {
+      CHECK(e.key() == "sources.victim");
+      CHECK(std::string{e.what()}.find("gate") != std::string::npos);
+    }
+    CHECK_FALSE(rt.broken("good"));
+  }
+  // Stopping the runtime is not a death: nothing is reported then.
+}

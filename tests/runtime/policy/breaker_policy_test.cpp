@@ -211,6 +211,24 @@ TEST_CASE("nonsense breaker settings are refused, naming the field") {
        }},
       {"slow_call", [](auto& c) { c.slow_call = -2s; }},
       {"half_open_probes", [](auto& c) { c.half_open_probes = 0; }},
+      // Upper bounds: 2e9 buckets died of bad_alloc inside the actor.
+      {"window_size", [](auto& c) { c.window_size = window_limit + 1; }},
+      {"window_buckets",
+       [](auto& c) {
+         c.window = breaker_config::window_kind::time;
+         c.window_buckets = 2000000000;
+       }},
+      {"min_samples", [](auto& c) { c.min_samples = window_limit + 1; }},
+      {"half_open_probes",
+       [](auto& c) { c.half_open_probes = window_limit + 1; }},
+      {"open_duration_max",
+       [](auto& c) { c.open_duration_max = duration_limit + 1s; }},
+      {"window_span",
+       [](auto& c) {
+         c.window = breaker_config::window_kind::time;
+         c.window_span = duration_limit + 1s;
+       }},
+      {"open_duration_growth", [](auto& c) { c.open_duration_growth = 1e6; }},
   };
   for (const auto& bad : cases) {
     auto c = count_config();
@@ -271,4 +289,30 @@ TEST_CASE("a server-given instant shorter than open_duration is honoured "
   // A server-driven opening does not grow our own open duration.
   REQUIRE(b.record(b.generation(), true, 1ms, t0 + 5s)); // probe fails
   CHECK(b.open_until() == t0 + 5s + 30s);
+}
+
+TEST_CASE("a server-given instant never holds the breaker open past "
+          "open_duration_max (SPEC 7)") {
+  auto c = count_config();
+  c.open_duration_max = 5min;
+  breaker_policy b{c};
+  // Retry-After: 999999999 on a 503 opened it until ~2057.
+  auto t = b.open_until(t0 + 999999999s, t0);
+  REQUIRE(t);
+  CHECK(t->to == breaker_state::open);
+  CHECK(b.open_until() == t0 + 5min);
+  CHECK_FALSE(b.on_open_elapsed(t0 + 5min - 1ms));
+  auto h = b.on_open_elapsed(t0 + 5min);
+  REQUIRE(h);
+  CHECK(h->to == breaker_state::half_open);
+  // Extending an open period is capped the same way, from the extension's now.
+  breaker_policy e{c};
+  e.open_until(t0 + 10s, t0);
+  CHECK_FALSE(e.open_until(t0 + 24h, t0 + 1s));
+  CHECK(e.open_until() == t0 + 1s + 5min);
+  // A later, still bounded instant wins as before.
+  breaker_policy f{c};
+  f.open_until(t0 + 10s, t0);
+  f.open_until(t0 + 100s, t0 + 1s);
+  CHECK(f.open_until() == t0 + 100s);
 }

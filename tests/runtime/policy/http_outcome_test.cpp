@@ -45,3 +45,33 @@ TEST_CASE("Retry-After as an HTTP-date in all three formats") {
         0s);
   CHECK_FALSE(parse_retry_after("Sun, 06 Nov 1994 08:49:37", before));
 }
+
+TEST_CASE("Retry-After: huge delta-seconds saturate, never overflow or wrap") {
+  // Nine digits (about 31.7 years) and twenty digits (past int64) both read
+  // as the saturated "very long", which no bound accepts.
+  CHECK(parse_retry_after("999999999", rfc_date) == retry_after_saturation);
+  CHECK(parse_retry_after("99999999999999999999", rfc_date) ==
+        retry_after_saturation);
+  CHECK(parse_retry_after(std::string(5000, '9'), rfc_date) ==
+        retry_after_saturation);
+  // Just below the saturation: taken as given.
+  CHECK(parse_retry_after("86400", rfc_date) == 86400s);
+  CHECK(parse_retry_after("00000000000000000000120", rfc_date) == 120s);
+}
+
+TEST_CASE("Retry-After: a date in year 9999 is very long, not \"retry now\"") {
+  auto hint = parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", rfc_date);
+  REQUIRE(hint);
+  CHECK(*hint == retry_after_saturation);
+  // The same from today's clock (the overflow made it zero or negative).
+  auto today = parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT",
+                                 std::chrono::system_clock::now());
+  REQUIRE(today);
+  CHECK(*today == retry_after_saturation);
+  // Past dates, however far back, are zero.
+  CHECK(parse_retry_after("Thu, 01 Jan 1970 00:00:00 GMT", rfc_date) == 0s);
+  CHECK(parse_retry_after("Mon, 01 Jan 0001 00:00:00 GMT", rfc_date) == 0s);
+  // A near date keeps its sub-second precision.
+  CHECK(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", rfc_date - 1500ms) ==
+        1500ms);
+}

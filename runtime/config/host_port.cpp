@@ -1,0 +1,129 @@
+#include "runtime/config/host_port.hpp"
+
+#include <stdexcept>
+
+namespace sluice {
+
+namespace {
+
+/// Longest label of a DNS name (RFC 1035).
+constexpr size_t label_length_limit = 63;
+
+/// Longest port: five digits.
+constexpr size_t port_digits_limit = 5;
+
+[[noreturn]] void refuse(const std::string& why) {
+  throw std::invalid_argument(why);
+}
+
+bool is_alnum(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+         (c >= 'A' && c <= 'Z');
+}
+
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
+         (c >= 'A' && c <= 'F');
+}
+
+uint16_t parse_port(std::string_view s) {
+  if (s.empty() || s.size() > port_digits_limit)
+    refuse("the port must be 1 to 5 digits");
+  uint32_t p = 0;
+  for (auto c : s) {
+    if (c < '0' || c > '9')
+      refuse("the port must be all digits, got '" + std::string{s} + "'");
+    p = p * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (p > 65535)
+    refuse("the port must be in [0, 65535], got " + std::to_string(p));
+  return static_cast<uint16_t>(p);
+}
+
+void check_hostname(std::string_view h) {
+  if (h.empty())
+    refuse("the host is empty");
+  if (h.size() > host_length_limit)
+    refuse("the host is longer than 253 characters");
+  size_t start = 0;
+  while (start <= h.size()) {
+    auto dot = h.find('.', start);
+    auto label =
+        h.substr(start, dot == std::string_view::npos ? std::string_view::npos
+                                                      : dot - start);
+    if (label.empty())
+      refuse("the host '" + std::string{h} + "' has an empty label");
+    if (label.size() > label_length_limit)
+      refuse("a label of the host is longer than 63 characters");
+    if (label.front() == '-' || label.back() == '-')
+      refuse("a label of the host starts or ends with '-'");
+    for (auto c : label)
+      if (!is_alnum(c) && c != '-' && c != '_')
+        refuse("the host '" + std::string{h} +
+               "' may only hold letters, digits, '-', '_' and '.' (IPv6 in "
+               "brackets)");
+    if (dot == std::string_view::npos)
+      break;
+    start = dot + 1;
+  }
+}
+
+void check_ipv6(std::string_view h) {
+  if (h.empty())
+    refuse("the IPv6 address in brackets is empty");
+  if (h.size() > host_length_limit)
+    refuse("the IPv6 address is too long");
+  bool colon = false;
+  for (auto c : h) {
+    colon = colon || c == ':';
+    if (!is_hex(c) && c != ':' && c != '.')
+      refuse("the IPv6 address '" + std::string{h} +
+             "' may only hold hex digits, ':' and '.'");
+  }
+  if (!colon)
+    refuse("brackets are for IPv6 addresses, got '" + std::string{h} + "'");
+}
+
+} // namespace
+
+host_port parse_host_port(std::string_view text,
+                          std::optional<uint16_t> default_port) {
+  host_port out;
+  std::string_view rest;
+  if (!text.empty() && text.front() == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos)
+      refuse("an IPv6 address needs its closing ']'");
+    auto host = text.substr(1, close - 1);
+    check_ipv6(host);
+    out.host = std::string{host};
+    rest = text.substr(close + 1);
+    if (rest.empty()) {
+      if (!default_port)
+        refuse("needs a port: [V6]:PORT");
+      out.port = *default_port;
+      return out;
+    }
+    if (rest.front() != ':')
+      refuse("after ']' comes ':PORT', got '" + std::string{rest} + "'");
+    out.port = parse_port(rest.substr(1));
+    return out;
+  }
+  auto colon = text.find(':');
+  if (colon != std::string_view::npos &&
+      text.find(':', colon + 1) != std::string_view::npos)
+    refuse("an IPv6 address needs brackets: [V6]:PORT");
+  auto host = text.substr(0, colon);
+  check_hostname(host);
+  out.host = std::string{host};
+  if (colon == std::string_view::npos) {
+    if (!default_port)
+      refuse("needs a port: HOST:PORT");
+    out.port = *default_port;
+    return out;
+  }
+  out.port = parse_port(text.substr(colon + 1));
+  return out;
+}
+
+} // namespace sluice
