@@ -13,9 +13,9 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/scope_backend.hpp"
 #include "messages/admission.hpp"
 #include "messages/atoms.hpp"
-#include "messages/errors.hpp"
 #include "runtime/redis_leases.hpp"
 
 namespace sluice {
@@ -133,7 +133,7 @@ void give_back(cluster_actor* self, const std::string& lease) {
 void fail_all(cluster_actor* self, const std::string& why) {
   auto& st = self->state;
   ++st.stats->errors;
-  auto err = make_error(errc::governance_backend_error, why);
+  auto err = redis_fault(why);
   for (auto& w : st.waiters)
     w.promise.deliver(err);
   st.waiters.clear();
@@ -155,9 +155,8 @@ void expire(cluster_actor* self) {
       i->promise.deliver(tool_busy(tier_kind::global));
     } else {
       ++st.stats->errors;
-      i->promise.deliver(make_error(errc::governance_backend_error,
-                                    "redis too slow: no lease answer before "
-                                    "the admission deadline"));
+      i->promise.deliver(redis_fault("redis too slow: no lease answer before "
+                                     "the admission deadline"));
     }
     i = st.waiters.erase(i);
   }
@@ -230,7 +229,7 @@ void on_answer(cluster_actor* self, uint64_t id, lease_pool::outcome out) {
                           [id](const waiter& w) { return w.id == id; });
     if (i != st.waiters.end()) {
       ++st.stats->errors;
-      i->promise.deliver(make_error(errc::governance_backend_error, out.error));
+      i->promise.deliver(redis_fault(out.error));
       st.waiters.erase(i);
     }
     serve(self);
@@ -287,9 +286,8 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
         // Down: fail closed at once, no queueing behind Redis.
         if (st.redis->down()) {
           ++st.stats->errors;
-          return make_error(errc::governance_backend_error,
-                            "redis down (failing closed until it answers "
-                            "again)");
+          return redis_fault("redis down (failing closed until it answers "
+                             "again)");
         }
         if (deadline_passed(deadline, self->clock().now()))
           return tool_busy(tier_kind::global);

@@ -12,7 +12,6 @@
 #include <caf/stateful_actor.hpp>
 
 #include "messages/atoms.hpp"
-#include "messages/errors.hpp"
 #include "runtime/redis_client.hpp"
 
 namespace sluice {
@@ -124,9 +123,8 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         auto& st = self->state;
         if (st.redis->down()) {
           ++st.stats->read_errors;
-          return make_error(errc::governance_backend_error,
-                            "redis down (failing closed until it answers "
-                            "again)");
+          return redis_fault("redis down (failing closed until it answers "
+                             "again)");
         }
         auto id = st.next_read++;
         auto rp = self->make_response_promise<progress_age>();
@@ -136,8 +134,7 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         auto fail = [me, id, stats](std::string why) {
           ++stats->read_errors;
           back_to(me, [id, why = std::move(why)](redis_backend_actor* self) {
-            answer(self, id,
-                   make_error(errc::governance_backend_error, std::move(why)));
+            answer(self, id, redis_fault(std::move(why)));
           });
         };
         // NOTE: the caller's own deadline is not in the message; one

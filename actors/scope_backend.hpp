@@ -4,7 +4,10 @@
 #include <cstdint>
 #include <memory>
 
+#include <string>
+
 #include <caf/actor.hpp>
+#include <caf/error.hpp>
 #include <caf/fwd.hpp>
 
 #include "runtime/redis_client.hpp"
@@ -19,6 +22,12 @@ namespace sluice {
 /// that errs or does not answer in time makes the call fail closed
 /// (`governance_backend_error`).
 caf::actor spawn_local_scope_backend(caf::actor_system& sys);
+
+/// The error of a call that fails closed because Redis did not answer (down,
+/// too slow, failing): `governance_backend_error`, never a busy verdict. The
+/// one mapping for both users of Redis on the call path (this backend and
+/// the cluster tier).
+caf::error redis_fault(std::string why);
 
 /// What the Redis backend has seen go wrong.
 struct redis_backend_stats {

@@ -244,8 +244,7 @@ redis_client::result redis_client::eval(const std::string& script,
   return r;
 }
 
-// -- redis_worker
-// ---------------------------------------------------------------
+// -- redis_worker -------------------------------------------------------------
 
 redis_worker::redis_worker(redis_config cfg, std::string what)
     : cfg_(cfg)
@@ -261,7 +260,8 @@ redis_worker::~redis_worker() {
   }
   cv_.notify_all();
   if (thread_.get_id() == std::this_thread::get_id())
-    thread_.detach(); // never join ourselves (a job dropped the last owner)
+    thread_.detach(); // never join ourselves (NOTE: not expected: owners
+                      // are actor states, destroyed on their actor's thread)
   else if (thread_.joinable())
     thread_.join();
 }
