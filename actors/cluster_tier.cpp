@@ -1,6 +1,8 @@
 #include "actors/cluster_tier.hpp"
 
+#include <algorithm>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -8,11 +10,12 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/response_promise.hpp>
+#include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/scope_backend.hpp"
 #include "messages/admission.hpp"
 #include "messages/atoms.hpp"
-#include "messages/errors.hpp"
 #include "runtime/redis_leases.hpp"
 
 namespace sluice {
@@ -31,7 +34,25 @@ void validate(const cluster_tier_config& cfg) {
 
 namespace {
 
+struct cluster_state;
+
+using cluster_actor = caf::stateful_actor<cluster_state>;
+
+/// What the Redis thread hands back to the actor: run in its context.
+struct cluster_tier_done {
+  std::function<void(cluster_actor*)> apply;
+};
+
+} // namespace
+} // namespace sluice
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::cluster_tier_done)
+
+namespace sluice {
+namespace {
+
 struct waiter {
+  uint64_t id;
   caf::response_promise promise;
   caf::actor_addr holder;
   time_point deadline;
@@ -39,42 +60,62 @@ struct waiter {
 
 struct cluster_state {
   cluster_tier_config cfg;
-  std::optional<redis_client> redis;
-  std::optional<lease_pool> pool;
   std::shared_ptr<cluster_tier_stats> stats;
   /// Leases held by this node, with their holders.
   std::unordered_map<std::string, caf::actor_addr> held;
   std::deque<waiter> waiters;
+  uint64_t next_waiter = 1;
   bool polling = false;
+  /// A lease is being asked for (for the first waiter): one at a time, in
+  /// order.
+  bool asking = false;
+  /// Something may have freed while asking: ask again at once if full.
+  bool recheck = false;
+  /// Redis's last answer was "the cluster is full": a waiter whose
+  /// deadline passes now is busy, not failed.
+  bool full = false;
+  /// Used only from jobs, on the worker's thread.
+  std::optional<lease_pool> pool;
+  /// Last: stopped (its thread joined) before the pool its jobs use goes.
+  std::unique_ptr<redis_worker> redis;
 
   static inline const char* name = "sluice.cluster_tier";
 };
-
-using cluster_actor = caf::stateful_actor<cluster_state>;
 
 void note_counts(cluster_state& st) {
   st.stats->held = static_cast<int64_t>(st.held.size());
   st.stats->waiting = static_cast<int64_t>(st.waiters.size());
 }
 
-// Takes a lease for `holder`: the lease, "full" (nullopt, no error), or an
-// error (Redis did not answer).
-std::optional<std::string> take(cluster_actor* self,
-                                const caf::actor_addr& holder,
-                                caf::error& err) {
+// Hands `f` to the actor from the Redis thread, if the actor still lives.
+template <class F>
+void back_to(const caf::weak_actor_ptr& me, F f) {
+  if (auto strong = caf::actor_cast<caf::actor>(me.lock()))
+    caf::anon_send(strong, cluster_tier_done{std::move(f)});
+}
+
+// One command timeout from now at the latest (the worker bounds it so too).
+steady::time_point redis_deadline(cluster_actor* self,
+                                  std::optional<time_point> call_deadline) {
   auto& st = self->state;
-  auto got = st.pool->try_acquire();
-  if (!got.answered) {
-    ++st.stats->errors;
-    err = make_error(errc::governance_backend_error, got.error);
-    return std::nullopt;
-  }
-  if (!got.granted)
-    return std::nullopt;
-  st.held.emplace(got.lease, holder);
-  self->monitor(holder);
-  note_counts(st);
-  return got.lease;
+  auto now = steady::now();
+  auto d = now + st.cfg.redis.command_timeout;
+  if (call_deadline)
+    d = std::min(d, now + (*call_deadline - self->clock().now()));
+  return d;
+}
+
+// Tells Redis a lease is free; if it cannot be told, the lease lapses by
+// itself within one TTL.
+void release_in_redis(cluster_actor* self, std::string lease) {
+  auto& st = self->state;
+  if (st.redis->down())
+    return;
+  auto* pool = &*st.pool;
+  st.redis->submit(
+      redis_deadline(self, std::nullopt),
+      [pool, lease = std::move(lease)](redis_client&) { pool->release(lease); },
+      [](const std::string&) {});
 }
 
 void give_back(cluster_actor* self, const std::string& lease) {
@@ -84,9 +125,41 @@ void give_back(cluster_actor* self, const std::string& lease) {
     return;
   self->demonitor(i->second);
   st.held.erase(i);
-  // If Redis cannot be told, the lease lapses by itself within one TTL.
-  st.pool->release(lease);
+  release_in_redis(self, lease);
   note_counts(st);
+}
+
+// Fails every waiter closed: Redis did not answer.
+void fail_all(cluster_actor* self, const std::string& why) {
+  auto& st = self->state;
+  ++st.stats->errors;
+  auto err = redis_fault(why);
+  for (auto& w : st.waiters)
+    w.promise.deliver(err);
+  st.waiters.clear();
+  note_counts(st);
+}
+
+// Ends the waits whose deadline passed: busy if Redis last said the
+// cluster is full; otherwise Redis was too slow to say anything in time,
+// which fails closed.
+void expire(cluster_actor* self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  for (auto i = st.waiters.begin(); i != st.waiters.end();) {
+    if (!deadline_passed(i->deadline, now)) {
+      ++i;
+      continue;
+    }
+    if (st.full) {
+      i->promise.deliver(tool_busy(tier_kind::global));
+    } else {
+      ++st.stats->errors;
+      i->promise.deliver(redis_fault("redis too slow: no lease answer before "
+                                     "the admission deadline"));
+    }
+    i = st.waiters.erase(i);
+  }
 }
 
 void arm_poll(cluster_actor* self) {
@@ -97,32 +170,90 @@ void arm_poll(cluster_actor* self) {
   self->delayed_send(self, st.cfg.poll, lease_poll_atom_v);
 }
 
-// Serves waiters in order while leases are to be had; drops those whose
-// deadline passed (tool_busy naming the global tier).
-void serve(cluster_actor* self) {
+void on_answer(cluster_actor* self, uint64_t id, lease_pool::outcome out);
+
+// Asks Redis for a lease for the first waiter, unless a question is out.
+void ask(cluster_actor* self) {
   auto& st = self->state;
-  auto now = self->clock().now();
-  while (!st.waiters.empty()) {
-    auto& w = st.waiters.front();
-    if (deadline_passed(w.deadline, now)) {
-      w.promise.deliver(tool_busy(tier_kind::global));
-      st.waiters.pop_front();
-      continue;
-    }
-    caf::error err;
-    auto lease = take(self, w.holder, err);
-    if (err) {
-      // Fail closed, and the same for everyone queued behind.
-      for (auto& x : st.waiters)
-        x.promise.deliver(err);
-      st.waiters.clear();
-      break;
-    }
-    if (!lease)
-      break; // still full
-    w.promise.deliver(std::move(*lease));
-    st.waiters.pop_front();
+  if (st.waiters.empty())
+    return;
+  if (st.asking) {
+    st.recheck = true;
+    return;
   }
+  if (st.redis->down()) {
+    fail_all(self, "redis down (failing closed until it answers again)");
+    return;
+  }
+  auto& w = st.waiters.front();
+  st.asking = true;
+  st.recheck = false;
+  auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
+  auto* pool = &*st.pool;
+  auto id = w.id;
+  st.redis->submit(
+      redis_deadline(self, w.deadline),
+      [me, pool, id](redis_client&) {
+        auto out = pool->try_acquire();
+        back_to(me,
+                [id, out](cluster_actor* self) { on_answer(self, id, out); });
+      },
+      [me, id](const std::string& why) {
+        lease_pool::outcome out;
+        out.error = why;
+        back_to(me,
+                [id, out](cluster_actor* self) { on_answer(self, id, out); });
+      });
+}
+
+// Serves the waiters in order while leases are to be had.
+void serve(cluster_actor* self) {
+  expire(self);
+  ask(self);
+  note_counts(self->state);
+  arm_poll(self);
+}
+
+void on_answer(cluster_actor* self, uint64_t id, lease_pool::outcome out) {
+  auto& st = self->state;
+  st.asking = false;
+  if (!out.answered) {
+    if (st.redis->down()) {
+      // Fail closed, and the same for everyone queued behind.
+      fail_all(self, out.error);
+      return;
+    }
+    // Only this waiter's question failed (its deadline was too near for
+    // Redis, or an error answer): it fails closed, the others go on.
+    auto i = std::find_if(st.waiters.begin(), st.waiters.end(),
+                          [id](const waiter& w) { return w.id == id; });
+    if (i != st.waiters.end()) {
+      ++st.stats->errors;
+      i->promise.deliver(redis_fault(out.error));
+      st.waiters.erase(i);
+    }
+    serve(self);
+    return;
+  }
+  st.full = !out.granted;
+  if (out.granted) {
+    auto i = std::find_if(st.waiters.begin(), st.waiters.end(),
+                          [id](const waiter& w) { return w.id == id; });
+    if (i == st.waiters.end()) {
+      release_in_redis(self, out.lease); // its wait ended meanwhile
+    } else {
+      st.held.emplace(out.lease, i->holder);
+      self->monitor(i->holder);
+      i->promise.deliver(out.lease);
+      st.waiters.erase(i);
+    }
+    serve(self);
+    return;
+  }
+  // Full: ask again when the poll fires or a lease frees, not in a loop.
+  expire(self);
+  if (st.recheck)
+    ask(self);
   note_counts(st);
   arm_poll(self);
 }
@@ -132,13 +263,13 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.stats = std::move(stats);
-  st.redis.emplace(st.cfg.redis);
+  st.redis = std::make_unique<redis_worker>(st.cfg.redis, "cluster tier");
   // Lease ids name this node: random, so restarts never reuse one.
-  st.pool.emplace(*st.redis, st.cfg.name, st.cfg.cap, st.cfg.lease_ttl,
-                  random_node_id());
+  st.pool.emplace(st.redis->connection(), st.cfg.name, st.cfg.cap,
+                  st.cfg.lease_ttl, random_node_id());
   self->delayed_send(self, st.cfg.lease_ttl / 3, lease_renew_atom_v);
   // A holder that terminated (its call ended or was cancelled) returns its
-  // leases; a waiter that did leaves the queue.
+  // leases.
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     std::vector<std::string> gone;
@@ -150,25 +281,21 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
     serve(self);
   });
   return {
-      [self](acquire_atom,
-             time_point deadline) -> caf::result<std::string> {
+      [self](acquire_atom, time_point deadline) -> caf::result<std::string> {
         auto& st = self->state;
-        auto holder = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        // Down: fail closed at once, no queueing behind Redis.
+        if (st.redis->down()) {
+          ++st.stats->errors;
+          return redis_fault("redis down (failing closed until it answers "
+                             "again)");
+        }
         if (deadline_passed(deadline, self->clock().now()))
           return tool_busy(tier_kind::global);
-        if (st.waiters.empty()) {
-          caf::error err;
-          auto lease = take(self, holder, err);
-          if (err)
-            return err;
-          if (lease)
-            return std::move(*lease);
-        }
-        st.waiters.push_back(
-            waiter{self->make_response_promise(), holder, deadline});
-        note_counts(st);
-        arm_poll(self);
-        return caf::delegated<std::string>{};
+        auto holder = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        auto rp = self->make_response_promise<std::string>();
+        st.waiters.push_back(waiter{st.next_waiter++, rp, holder, deadline});
+        serve(self);
+        return rp;
       },
       [self](lease_release_atom, const std::string& lease) {
         give_back(self, lease);
@@ -180,28 +307,45 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
       },
       [self](lease_renew_atom) {
         auto& st = self->state;
-        if (!st.held.empty()) {
-          std::vector<std::string> leases;
-          for (auto& [lease, holder] : st.held)
-            leases.push_back(lease);
-          if (auto lapsed = st.pool->renew(leases)) {
-            // Gone from Redis (it restarted, or was out of reach for a
-            // TTL): the calls go on, but their leases no longer count.
-            for (auto& lease : *lapsed) {
-              auto i = st.held.find(lease);
-              if (i != st.held.end()) {
-                self->demonitor(i->second);
-                st.held.erase(i);
-                ++st.stats->lost;
-              }
-            }
-            note_counts(st);
-          } else {
-            ++st.stats->errors;
-          }
-        }
         self->delayed_send(self, st.cfg.lease_ttl / 3, lease_renew_atom_v);
+        if (st.held.empty())
+          return;
+        if (st.redis->down()) {
+          ++st.stats->errors; // they lapse if it stays down for a TTL
+          return;
+        }
+        std::vector<std::string> leases;
+        for (auto& [lease, holder] : st.held)
+          leases.push_back(lease);
+        auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
+        auto* pool = &*st.pool;
+        auto stats = st.stats;
+        st.redis->submit(
+            redis_deadline(self, std::nullopt),
+            [me, pool, stats, leases](redis_client&) {
+              auto lapsed = pool->renew(leases);
+              if (!lapsed) {
+                ++stats->errors;
+                return;
+              }
+              back_to(me, [lapsed = std::move(*lapsed)](cluster_actor* self) {
+                // Gone from Redis (it restarted, or was out of reach for a
+                // TTL): the calls go on, but their leases no longer count.
+                auto& st = self->state;
+                for (auto& lease : lapsed) {
+                  auto i = st.held.find(lease);
+                  if (i != st.held.end()) {
+                    self->demonitor(i->second);
+                    st.held.erase(i);
+                    ++st.stats->lost;
+                  }
+                }
+                note_counts(st);
+              });
+            },
+            [stats](const std::string&) { ++stats->errors; });
       },
+      [self](cluster_tier_done& done) { done.apply(self); },
   };
 }
 
@@ -212,6 +356,9 @@ caf::actor spawn_cluster_tier(caf::actor_system& sys, cluster_tier_config cfg,
   validate(cfg);
   if (!stats)
     stats = std::make_shared<cluster_tier_stats>();
+  // Detached: the actor itself never blocks (Redis has a thread of its
+  // own), but stopping it joins that thread, which may wait for the
+  // command in flight -- never on a CAF worker.
   return sys.spawn<caf::detached>(cluster_tier, std::move(cfg),
                                   std::move(stats));
 }

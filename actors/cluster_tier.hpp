@@ -42,15 +42,20 @@ struct cluster_tier_stats {
   std::atomic<uint64_t> errors{0};
 };
 
-/// Spawns this node's owner of the cluster tier, on a thread of its own
-/// (hiredis blocks). Protocol:
+/// Spawns this node's owner of the cluster tier; Redis has a thread of its
+/// own (hiredis blocks), the actor never waits on it. Protocol:
 /// - `(acquire_atom, time_point deadline) -> std::string lease`: a lease for
 ///   the sender (monitored: its leases come back when it terminates),
-///   waiting FIFO until `deadline`; then `tool_busy` naming `global`. Redis
-///   unreachable or failing: `governance_backend_error` (fail-closed).
+///   waiting FIFO until `deadline`; then `tool_busy` naming `global` if
+///   Redis last said the cluster is full. Redis unreachable, failing, or
+///   too slow to answer before `deadline` (each command is bounded by it
+///   and by the command timeout): `governance_backend_error`
+///   (fail-closed), never a busy verdict. After a fault Redis is *down*:
+///   acquires fail at once, without queueing, until a PING every
+///   `reconnect_after` is answered.
 /// - `(lease_release_atom, std::string lease)`: gives a lease back.
-caf::actor spawn_cluster_tier(caf::actor_system& sys, cluster_tier_config cfg,
-                              std::shared_ptr<cluster_tier_stats> stats =
-                                  nullptr);
+caf::actor
+spawn_cluster_tier(caf::actor_system& sys, cluster_tier_config cfg,
+                   std::shared_ptr<cluster_tier_stats> stats = nullptr);
 
 } // namespace sluice

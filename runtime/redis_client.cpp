@@ -1,12 +1,15 @@
 #include "runtime/redis_client.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <iterator>
 #include <random>
 #include <stdexcept>
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
+
+#include "runtime/log.hpp"
 
 namespace sluice {
 
@@ -39,6 +42,19 @@ std::string random_node_id() {
 
 namespace {
 
+/// Jobs waiting for the worker's connection; beyond, a job fails at once. A
+/// healthy Redis answers thousands a second, so a queue this long means it
+/// is not healthy. Each entry is three small closures: well under 1 MiB.
+constexpr size_t max_queued_jobs = 4096;
+
+/// The least time a command may be given: a socket timeout of zero would
+/// mean "wait forever", and less than this cannot be met anyway.
+constexpr duration min_command_time = std::chrono::milliseconds{1};
+
+/// The least pause between two PINGs to a Redis that is down, whatever
+/// `reconnect_after` says: no busy loop against a refusing port.
+constexpr duration min_probe_interval = std::chrono::milliseconds{10};
+
 redis_reply flatten(const redisReply* r) {
   redis_reply out;
   switch (r->type) {
@@ -67,7 +83,8 @@ redis_reply flatten(const redisReply* r) {
 
 } // namespace
 
-redis_client::redis_client(redis_config cfg) : cfg_(std::move(cfg)) {
+redis_client::redis_client(redis_config cfg)
+    : cfg_(std::move(cfg)) {
   validate(cfg_);
 }
 
@@ -82,33 +99,54 @@ void redis_client::drop() {
   }
 }
 
-bool redis_client::ensure_connected(std::string& error) {
+void redis_client::note_fault(result& r) {
+  r.fault = true;
+  ++faults_;
+  last_fault_ = r.error;
+}
+
+bool redis_client::ensure_connected(result& r) {
   if (ctx_ != nullptr)
     return true;
   auto now = steady::now();
   if (connect_failed_at_ && now - *connect_failed_at_ < cfg_.reconnect_after) {
-    error = "redis unreachable (not retrying yet)";
+    r.error = "redis unreachable (not retrying yet)";
+    note_fault(r);
     return false;
   }
-  auto tv = to_timeval(cfg_.connect_timeout);
+  auto limit = cfg_.connect_timeout;
+  if (deadline_) {
+    auto left = *deadline_ - now;
+    if (left < min_command_time) {
+      r.error = "redis: deadline passed before connecting";
+      return false;
+    }
+    limit = std::min(limit, left);
+  }
+  auto tv = to_timeval(limit);
   ctx_ = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port, tv);
   if (ctx_ == nullptr || ctx_->err != 0) {
-    error = "redis connect to " + cfg_.host + ":" + std::to_string(cfg_.port) +
-            " failed: " + (ctx_ ? std::string{ctx_->errstr} : "out of memory");
+    r.error =
+        "redis connect to " + cfg_.host + ":" + std::to_string(cfg_.port) +
+        " failed: " + (ctx_ ? std::string{ctx_->errstr} : "out of memory");
     drop();
     connect_failed_at_ = now;
+    note_fault(r);
     return false;
   }
   auto cmd = to_timeval(cfg_.command_timeout);
   redisSetTimeout(ctx_, cmd);
+  applied_timeout_ = cfg_.command_timeout;
   connect_failed_at_.reset();
   shas_.clear(); // a new server may not know our scripts
   if (!cfg_.password.empty()) {
-    auto r = run({"AUTH", cfg_.password});
-    if (!r.ok()) {
-      error = "redis AUTH failed: " + r.error;
+    auto a = run({"AUTH", cfg_.password});
+    if (!a.ok()) {
+      r.error = "redis AUTH failed: " + a.error;
       drop();
       connect_failed_at_ = now;
+      if (!r.fault)
+        note_fault(r);
       return false;
     }
   }
@@ -116,20 +154,45 @@ bool redis_client::ensure_connected(std::string& error) {
 }
 
 redis_client::result redis_client::run(const std::vector<std::string>& argv) {
+  // The socket timeout: the command timeout, or less if the deadline is
+  // nearer. No answer within half a command timeout or more is a fault;
+  // within less, the caller's deadline was too near to tell.
+  auto timeout = cfg_.command_timeout;
+  if (deadline_) {
+    auto left = *deadline_ - steady::now();
+    if (left < min_command_time) {
+      result r;
+      r.error = "redis: deadline passed before the command was sent";
+      return r;
+    }
+    timeout = std::min(timeout, left);
+  }
+  bool capped = timeout < cfg_.command_timeout / 2;
+  if (timeout != applied_timeout_) {
+    redisSetTimeout(ctx_, to_timeval(timeout));
+    applied_timeout_ = timeout;
+  }
   std::vector<const char*> args;
   std::vector<size_t> lens;
   for (auto& a : argv) {
     args.push_back(a.data());
     lens.push_back(a.size());
   }
+  errno = 0;
   auto* raw = static_cast<redisReply*>(redisCommandArgv(
       ctx_, static_cast<int>(args.size()), args.data(), lens.data()));
   if (raw == nullptr) {
     // Timeout, closed connection, protocol error: the context is unusable.
+    bool timed_out =
+        ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
     result r;
-    r.error = std::string{"redis: "} + (ctx_->errstr[0] ? ctx_->errstr
-                                                         : "no answer");
+    r.error =
+        std::string{"redis: "} + (ctx_->errstr[0] ? ctx_->errstr : "no answer");
+    if (timed_out)
+      r.error += " (no answer in time)";
     drop();
+    if (!(capped && timed_out))
+      note_fault(r);
     return r;
   }
   result r;
@@ -144,7 +207,7 @@ redis_client::result redis_client::run(const std::vector<std::string>& argv) {
 redis_client::result
 redis_client::command(const std::vector<std::string>& argv) {
   result r;
-  if (!ensure_connected(r.error))
+  if (!ensure_connected(r))
     return r;
   return run(argv);
 }
@@ -153,7 +216,7 @@ redis_client::result redis_client::eval(const std::string& script,
                                         const std::vector<std::string>& keys,
                                         const std::vector<std::string>& args) {
   result r;
-  if (!ensure_connected(r.error))
+  if (!ensure_connected(r))
     return r;
   auto known = std::find_if(shas_.begin(), shas_.end(),
                             [&](auto& p) { return p.first == script; });
@@ -175,10 +238,117 @@ redis_client::result redis_client::eval(const std::string& script,
     // The server forgot it (restarted, SCRIPT FLUSH): load it again.
     shas_.erase(known);
     known = shas_.end();
-    if (!ensure_connected(r.error))
+    if (!ensure_connected(r))
       return r;
   }
   return r;
+}
+
+// -- redis_worker -------------------------------------------------------------
+
+redis_worker::redis_worker(redis_config cfg, std::string what)
+    : cfg_(cfg)
+    , what_(std::move(what))
+    , client_(std::move(cfg)) {
+  thread_ = std::thread{[this] { loop(); }};
+}
+
+redis_worker::~redis_worker() {
+  {
+    std::lock_guard<std::mutex> guard{mx_};
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.get_id() == std::this_thread::get_id())
+    thread_.detach(); // never join ourselves (NOTE: not expected: owners
+                      // are actor states, destroyed on their actor's thread)
+  else if (thread_.joinable())
+    thread_.join();
+}
+
+void redis_worker::submit(steady::time_point deadline, job run, refusal fail) {
+  std::unique_lock<std::mutex> lk{mx_};
+  if (down_.load(std::memory_order_relaxed)) {
+    lk.unlock();
+    fail("redis down (failing closed until it answers again)");
+    return;
+  }
+  if (queue_.size() >= max_queued_jobs) {
+    lk.unlock();
+    fail("redis too slow (" + std::to_string(max_queued_jobs) +
+         " commands queued)");
+    return;
+  }
+  queue_.push_back(entry{deadline, std::move(run), std::move(fail)});
+  lk.unlock();
+  cv_.notify_one();
+}
+
+void redis_worker::mark_down(const std::string& why) {
+  std::deque<entry> dropped;
+  {
+    std::lock_guard<std::mutex> guard{mx_};
+    down_.store(true, std::memory_order_release);
+    dropped.swap(queue_);
+  }
+  static log_limit lim;
+  log_limited(lim, spdlog::level::warn,
+              "redis {}:{} is down for the {} ({}): calls fail closed until it "
+              "answers PING",
+              cfg_.host, cfg_.port, what_, why);
+  for (auto& e : dropped)
+    e.fail("redis down: " + why);
+}
+
+// While down: a PING every `reconnect_after`, until one is answered.
+void redis_worker::probe(std::unique_lock<std::mutex>& lk) {
+  auto pause = std::max(cfg_.reconnect_after, min_probe_interval);
+  if (cv_.wait_for(lk, pause, [this] { return stop_; }))
+    return;
+  lk.unlock();
+  client_.set_deadline(steady::now() + cfg_.command_timeout);
+  auto r = client_.command({"PING"});
+  lk.lock();
+  if (r.ok() && !stop_) {
+    down_.store(false, std::memory_order_release);
+    static log_limit lim;
+    log_limited(lim, spdlog::level::info,
+                "redis {}:{} answers the {} again: calls go on", cfg_.host,
+                cfg_.port, what_);
+  }
+}
+
+void redis_worker::loop() {
+  std::unique_lock<std::mutex> lk{mx_};
+  while (!stop_) {
+    if (down_.load(std::memory_order_relaxed)) {
+      probe(lk);
+      continue;
+    }
+    cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+    if (stop_)
+      break;
+    auto e = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    auto now = steady::now();
+    try {
+      if (deadline_passed(e.deadline, now)) {
+        // Queued behind a slow Redis: not sent, failed at once.
+        e.fail("redis too slow: the call's deadline passed before the "
+               "command was sent");
+      } else {
+        client_.set_deadline(std::min(e.deadline, now + cfg_.command_timeout));
+        auto faults = client_.faults();
+        e.run(client_);
+        if (client_.faults() != faults)
+          mark_down(client_.last_fault());
+      }
+    } catch (...) {
+      // A job that throws is dropped; the thread goes on.
+    }
+    lk.lock();
+  }
 }
 
 } // namespace sluice

@@ -1,9 +1,15 @@
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/policy/time.hpp"
@@ -56,6 +62,10 @@ struct redis_reply {
 /// Any failure (refused, timed out, a protocol or server error) returns an
 /// error text and drops the connection; the next command reconnects, but
 /// not before `reconnect_after` has passed since a failed connect.
+///
+/// A deadline (`set_deadline`) bounds every command further: each waits at
+/// most the command timeout and at most until the deadline, and one whose
+/// deadline has passed is not sent at all.
 class redis_client {
 public:
   explicit redis_client(redis_config cfg);
@@ -68,6 +78,11 @@ public:
     std::optional<redis_reply> reply;
     /// Set when there is no reply: why.
     std::string error;
+    /// The connection failed (refused, closed, no answer within the command
+    /// timeout): Redis may be down. Not set for an error answer, nor for a
+    /// command not sent because of the deadline, nor for one the deadline
+    /// left less than half a command timeout that went unanswered.
+    bool fault = false;
 
     bool ok() const noexcept { return reply.has_value(); }
   };
@@ -89,16 +104,98 @@ public:
 
   const redis_config& config() const noexcept { return cfg_; }
 
+  /// Bounds the commands from now on by `deadline` as well (nothing: only
+  /// by the command timeout).
+  void set_deadline(std::optional<steady::time_point> deadline) noexcept {
+    deadline_ = deadline;
+  }
+
+  /// How many commands failed with a fault so far, and the last one's text.
+  uint64_t faults() const noexcept { return faults_; }
+  const std::string& last_fault() const noexcept { return last_fault_; }
+
 private:
-  bool ensure_connected(std::string& error);
+  bool ensure_connected(result& r);
   void drop();
   result run(const std::vector<std::string>& argv);
+  void note_fault(result& r);
 
   redis_config cfg_;
   redisContext* ctx_ = nullptr;
+  std::optional<steady::time_point> deadline_;
+  /// The socket timeout set on `ctx_` now (setting it costs two syscalls).
+  duration applied_timeout_{};
+  uint64_t faults_ = 0;
+  std::string last_fault_;
   std::optional<steady::time_point> connect_failed_at_;
   /// Scripts by text: their SHA1 once loaded.
   std::vector<std::pair<std::string, std::string>> shas_;
+};
+
+/// One Redis connection on a thread of its own, for the call path, where a
+/// frozen or slow Redis must cost a call at most one command timeout:
+/// - a job runs with a deadline, the earlier of its caller's and one
+///   command timeout after it starts; a job whose deadline passed while it
+///   was queued is not run: it fails at once;
+/// - a fault (no answer in time, a connection refused or closed) marks
+///   Redis *down*: the queued jobs fail at once, and so does every job
+///   submitted while it is down, without queueing. Meanwhile the worker
+///   sends PING every `reconnect_after`; the first answer marks it up.
+/// Down and up are logged once per transition, never per command.
+class redis_worker {
+public:
+  /// Runs on the worker's thread, with the connection (its commands bounded
+  /// by the job's deadline). Should not throw; if it does, it is dropped.
+  using job = std::function<void(redis_client&)>;
+
+  /// Called instead of a job that does not run, with the reason.
+  using refusal = std::function<void(const std::string& why)>;
+
+  /// `what` names its user in the log ("scope backend", "cluster tier").
+  redis_worker(redis_config cfg, std::string what);
+
+  /// Stops the thread and joins it: waits for the command in flight (at
+  /// most one command timeout). Queued jobs are dropped, neither run nor
+  /// refused.
+  ~redis_worker();
+
+  redis_worker(const redis_worker&) = delete;
+  redis_worker& operator=(const redis_worker&) = delete;
+
+  /// Queues `run`, to start before `deadline` (steady clock). Exactly one of
+  /// `run` and `fail` is called, on the worker's thread -- or `fail` at
+  /// once, on the caller's, while Redis is down or the queue is full.
+  void submit(steady::time_point deadline, job run, refusal fail);
+
+  /// Whether Redis is down now (jobs fail at once until a PING answers).
+  bool down() const noexcept { return down_.load(std::memory_order_acquire); }
+
+  const redis_config& config() const noexcept { return cfg_; }
+
+  /// The connection jobs are given, for objects built over it (a
+  /// `lease_pool`); use it only from jobs, on the worker's thread.
+  redis_client& connection() noexcept { return client_; }
+
+private:
+  struct entry {
+    steady::time_point deadline;
+    job run;
+    refusal fail;
+  };
+
+  void loop();
+  void probe(std::unique_lock<std::mutex>& lk);
+  void mark_down(const std::string& why);
+
+  redis_config cfg_;
+  std::string what_;
+  redis_client client_;
+  std::mutex mx_;
+  std::condition_variable cv_;
+  std::deque<entry> queue_;
+  bool stop_ = false;
+  std::atomic<bool> down_{false};
+  std::thread thread_;
 };
 
 } // namespace sluice

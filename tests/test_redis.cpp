@@ -26,7 +26,8 @@ uint16_t free_port() {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
   socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (fd < 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
     throw std::runtime_error("test_redis: no free port");
   close(fd);
@@ -35,7 +36,8 @@ uint16_t free_port() {
 
 } // namespace
 
-test_redis::test_redis() : port_(free_port()) {
+test_redis::test_redis()
+    : port_(free_port()) {
   start();
 }
 
@@ -58,11 +60,21 @@ void test_redis::start() {
   if (pid_ > 0)
     return;
   auto port = std::to_string(port_);
-  std::vector<std::string> args{"redis-server", "--port",       port,
-                                "--bind",       "127.0.0.1",    "--save",
-                                "",             "--appendonly", "no",
-                                "--loglevel",   "warning",      "--logfile",
-                                "/dev/null"};
+  std::vector<std::string> args{"redis-server",
+                                "--port",
+                                port,
+                                "--bind",
+                                "127.0.0.1",
+                                "--save",
+                                "",
+                                "--appendonly",
+                                "no",
+                                "--loglevel",
+                                "warning",
+                                "--logfile",
+                                "/dev/null",
+                                "--enable-debug-command",
+                                "local"};
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -89,6 +101,16 @@ void test_redis::start() {
   stop();
   throw std::runtime_error("test_redis: redis-server did not answer on port " +
                            port);
+}
+
+void test_redis::freeze() {
+  if (pid_ > 0)
+    kill(pid_, SIGSTOP);
+}
+
+void test_redis::thaw() {
+  if (pid_ > 0)
+    kill(pid_, SIGCONT);
 }
 
 void test_redis::stop() {

@@ -34,6 +34,13 @@ public:
   /// Starts it again on the same port (empty: nothing was persisted).
   void start();
 
+  /// Freezes the server (SIGSTOP): connections stay open and new ones are
+  /// still accepted by the kernel, but nothing answers -- a hung host.
+  void freeze();
+
+  /// Lets a frozen server go on (SIGCONT).
+  void thaw();
+
   bool running() const noexcept { return pid_ > 0; }
 
 private:
