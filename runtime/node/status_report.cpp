@@ -1,6 +1,7 @@
 #include "runtime/node/status_report.hpp"
 
 #include <chrono>
+#include <map>
 #include <memory>
 
 #include <caf/actor_system.hpp>
@@ -67,10 +68,19 @@ json status_json(front_state& front, json scopes) {
       connections[std::to_string(id)] = tier_json(c.tier.status());
   }
   json sources = json::array();
+  std::map<std::string, std::string> broken;
+  for (auto& [name, why] : front.rt.broken_sources())
+    broken[name] = why;
   for (auto& s : front.rt.sources()) {
     auto b = s.breaker.mirror->load();
     auto t = s.tier->load();
+    // A source whose actors died is never reported healthy.
+    auto dead = broken.find(s.name);
     sources.push_back({{"name", s.name},
+                       {"health", dead == broken.end() ? "ok" : "broken"},
+                       {"broken_reason", dead == broken.end()
+                                             ? json(nullptr)
+                                             : json(dead->second)},
                        {"breaker",
                         {{"state", std::string{policy::to_string(b.state)}},
                          {"generation", b.generation}}},
