@@ -173,14 +173,17 @@ TEST_CASE("node: --check-config is a dry run that accepts what the start "
     CHECK(check.line().find("is valid") != std::string::npos);
     CHECK(check.wait_exit() == 0);
   }
-  // ... and the start takes what the check took. NOTE: "localhost" starts
-  // only once the HTTP front resolves host names (today it calls
-  // make_address); add it here with that change.
-  {
-    auto path = write_file("listen6",
-                           "[node]\nlisten = \"[::1]:0\"\n" + minimal_routes);
+  // ... and the start takes what the check took: the front resolves host
+  // names and binds unbracketed IPv6.
+  for (auto [listen, shown] :
+       {std::pair{"localhost:0", "listening on http://localhost:"},
+        std::pair{"[::1]:0", "listening on http://[::1]:"}}) {
+    INFO(listen);
+    auto path = write_file("listen-start", "[node]\nlisten = \"" +
+                                               std::string{listen} + "\"\n" +
+                                               minimal_routes);
     node_run start{{"--config", path}};
-    CHECK(start.line().find("listening on http://[::1]:") != std::string::npos);
+    CHECK(start.line().find(shown) != std::string::npos);
     start.signal(SIGTERM);
     CHECK(start.wait_exit() == 0);
   }
