@@ -512,6 +512,16 @@ source_decl read_source(const std::string& name, const toml::table& t) {
       d.http.response_timeout = *x;
     if (auto x = r.count("max_idle_connections", idle_connections_limit))
       d.http.max_idle_connections = *x;
+    if (auto x = r.integer("max_body_bytes")) {
+      if (*x < 1 || *x > max_body_bytes_limit)
+        r.fail("max_body_bytes", "must be in [1, 1073741824] (1 GiB)");
+      d.http.max_body_bytes = static_cast<uint64_t>(*x);
+    }
+    if (auto x = r.integer("max_error_body_bytes")) {
+      if (*x < 1 || *x > max_body_bytes_limit)
+        r.fail("max_error_body_bytes", "must be in [1, 1073741824] (1 GiB)");
+      d.http.max_error_body_bytes = static_cast<uint64_t>(*x);
+    }
     r.done();
     r.checked([&] { validate(d.http); });
     return d;

@@ -330,6 +330,8 @@ base_url = "http://127.0.0.1:9000/proxy"
 connect_timeout_s = 2
 response_timeout_s = 60
 max_idle_connections = 4
+max_body_bytes = 1000000
+max_error_body_bytes = 4096
   [sources.openai.headers]
   Authorization = "env:SLUICE_CONFIG_TEST_KEY"
   [sources.openai.breaker]
@@ -343,6 +345,8 @@ sources = ["openai"]
   CHECK(s.http.connect_timeout == 2s);
   CHECK(s.http.response_timeout == 60s);
   CHECK(s.http.max_idle_connections == 4);
+  CHECK(s.http.max_body_bytes == 1000000);
+  CHECK(s.http.max_error_body_bytes == 4096);
   REQUIRE(s.http.headers.size() == 1);
   CHECK(s.http.headers[0].second == "env:SLUICE_CONFIG_TEST_KEY");
   CHECK(s.settings.breaker.min_samples == 5);
