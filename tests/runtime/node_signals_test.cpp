@@ -127,7 +127,7 @@ const std::string minimal_routes = "[sources.a]\ntype = \"simulated\"\n"
 
 } // namespace
 
-TEST_CASE("node: SIGHUP, SIGUSR1, SIGUSR2 and SIGPIPE never kill the node; "
+TEST_CASE("node: SIGHUP, SIGUSR1, SIGUSR2 and SIGPIPE never kill the node, "
           "SIGTERM drains and exits 0",
           "[node][signals]") {
   node_run node{{"--listen", "127.0.0.1:0"}};
