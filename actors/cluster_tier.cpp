@@ -228,8 +228,14 @@ void on_answer(cluster_actor* self, uint64_t id, lease_pool::outcome out) {
     auto i = std::find_if(st.waiters.begin(), st.waiters.end(),
                           [id](const waiter& w) { return w.id == id; });
     if (i != st.waiters.end()) {
-      ++st.stats->errors;
-      i->promise.deliver(redis_fault(out.error));
+      if (st.full && deadline_passed(i->deadline, self->clock().now())) {
+        // Cut short by the call's own deadline while the cluster was
+        // full: that is a busy cluster, not a Redis fault.
+        i->promise.deliver(tool_busy(tier_kind::global));
+      } else {
+        ++st.stats->errors;
+        i->promise.deliver(redis_fault(out.error));
+      }
       st.waiters.erase(i);
     }
     serve(self);
