@@ -71,8 +71,8 @@ struct cluster_state {
   bool asking = false;
   /// Something may have freed while asking: ask again at once if full.
   bool recheck = false;
-  /// Redis's last answer was "the cluster is full": a waiter whose
-  /// deadline passes now is busy, not failed.
+  /// Redis's last answer was "the cluster is full" (for /status-like
+  /// introspection; the busy-or-fault choice rests on `down()`).
   bool full = false;
   /// Used only from jobs, on the worker's thread.
   std::optional<lease_pool> pool;
@@ -140,9 +140,8 @@ void fail_all(cluster_actor* self, const std::string& why) {
   note_counts(st);
 }
 
-// Ends the waits whose deadline passed: busy if Redis last said the
-// cluster is full; otherwise Redis was too slow to say anything in time,
-// which fails closed.
+// Ends the waits whose deadline passed: busy, unless Redis is down (then
+// it fails closed).
 void expire(cluster_actor* self) {
   auto& st = self->state;
   auto now = self->clock().now();
@@ -151,7 +150,10 @@ void expire(cluster_actor* self) {
       ++i;
       continue;
     }
-    if (st.full) {
+    // Busy unless Redis is down: a question that Redis was too slow to
+    // answer marks it down (and fails everyone closed at once); `full`
+    // alone is no guide, a grant to another waiter clears it.
+    if (!st.redis->down()) {
       i->promise.deliver(tool_busy(tier_kind::global));
     } else {
       ++st.stats->errors;
@@ -228,9 +230,9 @@ void on_answer(cluster_actor* self, uint64_t id, lease_pool::outcome out) {
     auto i = std::find_if(st.waiters.begin(), st.waiters.end(),
                           [id](const waiter& w) { return w.id == id; });
     if (i != st.waiters.end()) {
-      if (st.full && deadline_passed(i->deadline, self->clock().now())) {
-        // Cut short by the call's own deadline while the cluster was
-        // full: that is a busy cluster, not a Redis fault.
+      if (deadline_passed(i->deadline, self->clock().now())) {
+        // Cut short by the call's own deadline (Redis is not down): the
+        // wait for a lease ran out, a busy cluster, not a Redis fault.
         i->promise.deliver(tool_busy(tier_kind::global));
       } else {
         ++st.stats->errors;
