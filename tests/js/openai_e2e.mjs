@@ -9,7 +9,10 @@
 // the upstream finished writing (pass-through, not buffered); (c) an upstream
 // 400 reaches the client with its status and body; (d) an unrouted endpoint
 // is a 404 `not_found`. Prints one line per check, exits non-zero on any
-// failure, and always stops sluice-node and the upstream.
+// failure, and always stops sluice-node and the upstream. Then, with no
+// upstream, against the embedded default config: (e) a chat completion,
+// (f) a stream with usage last, (g) embeddings (base64 and floats), (h) the
+// model list, (i) the fake upstream untouched.
 
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -196,8 +199,12 @@ let child = null;
 let childExit = null; // { code, signal } once it exited
 let childOutput = '';
 
+// Starts sluice-node on `configPath` (null: its embedded default config).
 function startNode(configPath) {
-  child = spawn(nodeBinary, ['--config', configPath, '--listen', '127.0.0.1:0'], {
+  const args = configPath ? ['--config', configPath] : [];
+  childExit = null;
+  childOutput = '';
+  child = spawn(nodeBinary, [...args, '--listen', '127.0.0.1:0'], {
     env: { ...process.env, SLUICE_E2E_KEY: SECRET },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -414,6 +421,97 @@ sources = ["fake-openai"]
     const r = await stopNode(nodeExited, 10_000);
     expect(r && !r.killed && r.code === 0,
            `exit ${JSON.stringify(r)}`);
+    return 'exit code 0';
+  });
+
+  await defaultConfigChecks();
+}
+
+// The official client against the default config: no upstream at all, the
+// simulated sources answer in OpenAI's shapes.
+async function defaultConfigChecks() {
+  const before = upstream.requests.length;
+  const started = startNode(null);
+  nodeExited = started.exited;
+  const port = await withTimeout(started.port, 15_000,
+                                 'sluice-node (default config) did not report its port');
+  await waitHealthy(port, now() + 15_000);
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: CLIENT_KEY });
+
+  await check('(e) default config: a chat completion the client can read', async () => {
+    const r = await client.chat.completions.create({
+      model: 'sim-chat',
+      messages: [{ role: 'user', content: 'Hello there' }],
+    });
+    expect(r.object === 'chat.completion', `object ${r.object}`);
+    expect(r.model === 'sim-chat', `model ${r.model}`);
+    const text = r.choices[0]?.message?.content;
+    expect(typeof text === 'string' && text.length > 0, `content ${JSON.stringify(text)}`);
+    expect(r.choices[0].finish_reason === 'stop', `finish_reason ${r.choices[0].finish_reason}`);
+    expect(r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens,
+           `usage ${JSON.stringify(r.usage)}`);
+    return text;
+  });
+
+  await check('(f) default config: a stream with usage last', async () => {
+    const stream = await client.chat.completions.create({
+      model: 'any-model-uses-the-default',
+      messages: [{ role: 'user', content: 'Stream please' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = '';
+    let finish = null;
+    let usage = null;
+    let chunks = 0;
+    for await (const chunk of stream) {
+      chunks++;
+      expect(chunk.object === 'chat.completion.chunk', `object ${chunk.object}`);
+      expect(chunk.model === 'any-model-uses-the-default', `model ${chunk.model}`);
+      const c = chunk.choices[0];
+      if (c?.delta?.content) text += c.delta.content;
+      if (c?.finish_reason) finish = c.finish_reason;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(text.length > 0, 'no content');
+    expect(finish === 'stop', `finish_reason ${finish}`);
+    expect(usage && usage.completion_tokens > 0, `usage ${JSON.stringify(usage)}`);
+    return `${chunks} chunks: ${text}`;
+  });
+
+  await check('(g) default config: embeddings, base64 (the client default) and floats', async () => {
+    const b = await client.embeddings.create({ model: 'sim-embedding', input: ['one', 'two', 'one'] });
+    expect(b.data.length === 3, `${b.data.length} vectors`);
+    const v = b.data.map((d) => d.embedding);
+    expect(v.every((x) => Array.isArray(x) && x.length === 1536),
+           `lengths ${v.map((x) => x?.length)}`);
+    const norm = Math.sqrt(v[0].reduce((a, x) => a + x * x, 0));
+    expect(Math.abs(norm - 1) < 1e-3, `norm ${norm}`);
+    expect(v[0].every((x, i) => x === v[2][i]), 'the same text gave different vectors');
+    expect(v[0].some((x, i) => x !== v[1][i]), 'different texts gave the same vector');
+    const f = await client.embeddings.create({
+      model: 'sim-embedding', input: 'one', encoding_format: 'float', dimensions: 8,
+    });
+    expect(f.data[0].embedding.length === 8, `length ${f.data[0].embedding.length}`);
+    return `${v[0].length} dimensions, norm ${norm.toFixed(4)}`;
+  });
+
+  await check('(h) default config: models.list names the configured models', async () => {
+    const ids = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids.includes('sim-chat') && ids.includes('sim-embedding'), `ids ${ids}`);
+    const m = await client.models.retrieve('sim-chat');
+    expect(m.id === 'sim-chat' && m.object === 'model', JSON.stringify(m));
+    return ids.join(', ');
+  });
+
+  await check('(i) default config: the fake upstream was never called', async () => {
+    expect(upstream.requests.length === before, 'the upstream saw requests');
+  });
+
+  await check('default-config sluice-node exits 0 on SIGTERM', async () => {
+    const r = await stopNode(nodeExited, 10_000);
+    expect(r && !r.killed && r.code === 0, `exit ${JSON.stringify(r)}`);
     return 'exit code 0';
   });
 }
