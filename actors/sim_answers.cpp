@@ -89,7 +89,7 @@ std::string embedding_json(const std::vector<float>& v, bool as_base64) {
   fmt::memory_buffer out;
   out.push_back('[');
   for (size_t i = 0; i < v.size(); ++i)
-    fmt::format_to(std::back_inserter(out), i == 0 ? "{:.7g}" : ",{:.7g}",
+    fmt::format_to(std::back_inserter(out), i == 0 ? "{:.9g}" : ",{:.9g}",
                    v[i]);
   out.push_back(']');
   return fmt::to_string(out);
@@ -164,20 +164,34 @@ openai_request read_request(std::string_view payload) {
   };
   // A string, an array of strings, an array of tokens, or of token arrays.
   if (input->is_array() && !input->empty() && !(*input)[0].is_number()) {
+    if (input->size() > max_embedding_inputs) {
+      req.problem = "at most " + std::to_string(max_embedding_inputs) +
+                    " inputs per request";
+      return req;
+    }
     for (auto& x : *input)
       req.inputs.push_back(text_of(x));
-  } else {
+  } else if (!(input->is_array() && input->empty()) &&
+             !(input->is_string() && input->get_ref<const std::string&>()
+                                         .empty())) {
     req.inputs.push_back(text_of(*input));
+  }
+  if (req.inputs.empty()) {
+    req.problem = "'input' must not be empty";
+    return req;
   }
   for (auto& s : req.inputs)
     req.prompt_tokens += rough_tokens(s.size());
   if (auto f = doc.find("encoding_format"); f != doc.end() && f->is_string())
     req.base64 = f->get_ref<const std::string&>() == "base64";
-  if (auto d = doc.find("dimensions");
-      d != doc.end() && d->is_number_integer()) {
-    auto n = d->get<int64_t>();
-    if (n >= 1 && n <= max_embedding_dimensions)
-      req.dimensions = static_cast<uint32_t>(n);
+  if (auto d = doc.find("dimensions"); d != doc.end() && !d->is_null()) {
+    auto n = d->is_number_integer() ? d->get<int64_t>() : int64_t{0};
+    if (n < 1 || n > max_embedding_dimensions) {
+      req.problem = "'dimensions' must be an integer in [1, " +
+                    std::to_string(max_embedding_dimensions) + "]";
+      return req;
+    }
+    req.dimensions = static_cast<uint32_t>(n);
   }
   return req;
 }
@@ -186,6 +200,8 @@ std::optional<std::string> answer(const openai_request& req, uint64_t id,
                                   int64_t created,
                                   uint32_t embedding_dimensions) {
   using shape = openai_request::shape;
+  if (!req.problem.empty())
+    return std::nullopt;
   switch (req.kind) {
     case shape::other:
       return std::nullopt;
@@ -209,6 +225,8 @@ std::optional<std::string> answer(const openai_request& req, uint64_t id,
     }
     case shape::embeddings: {
       auto dims = req.dimensions != 0 ? req.dimensions : embedding_dimensions;
+      if (req.inputs.size() * dims > max_embedding_floats)
+        return std::nullopt; // `refusal` says why
       std::string out = R"({"object":"list","data":[)";
       for (size_t i = 0; i < req.inputs.size(); ++i) {
         if (i > 0)
@@ -229,6 +247,17 @@ std::optional<std::string> answer(const openai_request& req, uint64_t id,
     }
   }
   return std::nullopt;
+}
+
+std::string refusal(const openai_request& req, uint32_t embedding_dimensions) {
+  if (!req.problem.empty())
+    return req.problem;
+  auto dims = req.dimensions != 0 ? req.dimensions : embedding_dimensions;
+  if (req.kind == openai_request::shape::embeddings &&
+      req.inputs.size() * dims > max_embedding_floats)
+    return "inputs x dimensions must be at most " +
+           std::to_string(max_embedding_floats) + " (the simulator's limit)";
+  return {};
 }
 
 std::vector<std::string> chat_events(const openai_request& req, uint64_t id,

@@ -23,6 +23,14 @@ namespace sluice::sim {
 /// Largest embedding dimension a request or a config may ask for.
 constexpr uint32_t max_embedding_dimensions = 8192;
 
+/// Most inputs in one embeddings request (OpenAI's limit).
+constexpr size_t max_embedding_inputs = 2048;
+
+/// Most floats in one embeddings answer (inputs x dimensions): ~11 MB of
+/// JSON. A request for more is refused (400), so one request cannot make
+/// the simulator build gigabytes.
+constexpr size_t max_embedding_floats = size_t{1} << 20;
+
 /// Request fields the answers depend on.
 struct openai_request {
   enum class shape { other, chat, embeddings };
@@ -38,16 +46,24 @@ struct openai_request {
   uint32_t dimensions = 0;
   /// A rough prompt size in tokens (4 bytes each), for `usage`.
   uint64_t prompt_tokens = 0;
+  /// Why the request cannot be answered (a 400's message); empty: it can.
+  std::string problem;
 };
 
 /// Reads `payload`; never throws (what is not JSON is `shape::other`).
 openai_request read_request(std::string_view payload);
 
-/// The whole answer to `req` (nullopt for `shape::other`). `id` makes the
-/// answer's id unique; `created` is its Unix time.
+/// The whole answer to `req` (nullopt for `shape::other` or a `problem`,
+/// which `read_request` sets for an embeddings request over the limits
+/// above, with no input, or with `dimensions` out of [1, 8192]; the
+/// embeddings limit is checked against `embedding_dimensions` here too).
+/// `id` makes the answer's id unique; `created` is its Unix time.
 std::optional<std::string> answer(const openai_request& req, uint64_t id,
                                   int64_t created,
                                   uint32_t embedding_dimensions);
+
+/// Why `req` gets a 400 instead of an answer (empty: it gets an answer).
+std::string refusal(const openai_request& req, uint32_t embedding_dimensions);
 
 /// A streamed chat answer: its server-sent events, each "data: {...}\n\n",
 /// in order, without the final "data: [DONE]\n\n". `pieces` content chunks

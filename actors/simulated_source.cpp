@@ -190,13 +190,24 @@ caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
         auto shaped = st.cfg.body ? sim::openai_request{}
                                   : sim::read_request(req.payload);
         if (reply && reply->kind == policy::outcome_kind::ok) {
-          if (st.cfg.body)
+          auto why = st.cfg.body
+                         ? std::string{}
+                         : sim::refusal(shaped, st.cfg.embedding_dimensions);
+          if (st.cfg.body) {
             reply->body = *st.cfg.body;
-          else if (auto a = sim::answer(shaped, id, unix_now(),
-                                        st.cfg.embedding_dimensions))
+          } else if (!why.empty()) {
+            // What OpenAI answers a request it cannot serve: a 400.
+            --st.stats->ok;
+            ++st.stats->permanent;
+            *reply = source_reply{policy::outcome_kind::permanent, 400,
+                                  sim::error_body(why, "invalid_request_error"),
+                                  std::nullopt};
+          } else if (auto a = sim::answer(shaped, id, unix_now(),
+                                          st.cfg.embedding_dimensions)) {
             reply->body = std::move(*a);
-          else
+          } else {
             reply->body = fallback_body;
+          }
         }
         // Self-timed: a fate that outlasts the attempt is a timeout at its
         // deadline.

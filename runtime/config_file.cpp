@@ -1,5 +1,6 @@
 #include "runtime/config_file.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -496,12 +497,17 @@ source_decl read_source(const std::string& name, const toml::table& t) {
     for (auto&& [k, v] : *m) {
       std::string name{k.str()};
       auto upstream = mr.string(name);
-      if (upstream->empty() ||
-          upstream->size() > policy::max_model_name_bytes ||
-          name.size() > policy::max_model_name_bytes)
+      auto fits = [](const std::string& n) {
+        return !n.empty() && n.size() <= policy::max_model_name_bytes &&
+               std::none_of(n.begin(), n.end(), [](char c) {
+                 auto u = static_cast<unsigned char>(c);
+                 return u < 0x20 || u == 0x7f;
+               });
+      };
+      if (!fits(name) || !fits(*upstream))
         mr.fail(name, "model names are 1 to " +
                           std::to_string(policy::max_model_name_bytes) +
-                          " bytes");
+                          " bytes, no control characters");
       d.settings.model_names[name] = *upstream;
     }
     mr.done();
@@ -585,6 +591,12 @@ route_decl read_route(const std::string& path, const toml::table& t,
   if (path.empty() || path[0] != '/')
     throw config_error(r.prefix(), "a route is a path starting with '/'",
                        d.line);
+  // The node's own endpoints would shadow the route.
+  for (std::string_view own : {"/healthz", "/status", "/metrics", "/events",
+                               "/v1/models"})
+    if (path == own || (own == "/v1/models" && path.rfind("/v1/models/", 0) == 0))
+      throw config_error(r.prefix(),
+                         "'" + path + "' is the node's own endpoint", d.line);
   if (auto k = r.string("kind")) {
     if (cfg.runtime.kinds.count(*k) == 0)
       r.fail("kind", "unknown call kind '" + *k + "'");
@@ -631,9 +643,15 @@ route_decl read_route(const std::string& path, const toml::table& t,
   if (models) {
     // "NAME" = ["source", ...]  or  "NAME" = { sources = [...], weights }
     table_reader mr{*models, r.prefix() + ".models"};
+    policy::model_rules patterns; // checked here for the line number
     for (auto&& [k, v] : *models) {
       model_route m;
       m.pattern = std::string{k.str()};
+      try {
+        patterns.add(m.pattern, 0);
+      } catch (const std::invalid_argument& e) {
+        mr.fail(m.pattern, e.what(), &v);
+      }
       if (v.is_array()) {
         read_sources(mr, m.pattern, *mr.array(m.pattern), nullptr, m.sources,
                      m.weights);

@@ -17,7 +17,8 @@ namespace sluice {
 ///   owns a connection tier.
 /// - A client that disconnects while its call is in flight cancels the call:
 ///   its governor is terminated and everything it held comes back.
-/// - Errors are JSON `{"error": {"type", "code", "message", ...}}` with the
+/// - Errors are JSON `{"error": {"message", "type", "param", "code",
+///   "sluice_code", ...}}` (OpenAI's shape; runtime/node/responses.hpp) with the
 ///   status of `messages/errors.hpp` (`Retry-After` on 503s).
 class http_front {
 public:

@@ -1,12 +1,15 @@
 #include "child_process.hpp"
 
 #include <csignal>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -61,7 +64,9 @@ child_process::child_process(std::vector<std::string> argv, options opts) {
   if (argv.empty())
     throw std::invalid_argument("child_process: no program");
   int out[2];
-  if (pipe(out) != 0)
+  // Close-on-exec: no other child inherits this pipe's write end and
+  // keeps it open (dup2 onto stdout clears the flag for this child).
+  if (pipe2(out, O_CLOEXEC) != 0)
     throw std::runtime_error("child_process: pipe failed");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -96,6 +101,7 @@ child_process::child_process(std::vector<std::string> argv, options opts) {
                              std::strerror(rc));
   }
   out_ = out[0];
+  reader_ = std::thread{[this] { drain(); }};
 }
 
 child_process::~child_process() {
@@ -103,23 +109,46 @@ child_process::~child_process() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
+  // The child is gone: its end of the pipe is closed (unless a grandchild
+  // inherited it; `prlimit` execs, so none here), so the reader sees EOF.
+  if (reader_.joinable())
+    reader_.join();
   if (out_ >= 0)
     close(out_);
 }
 
+void child_process::drain() {
+  char chunk[4096];
+  for (;;) {
+    auto n = read(out_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    std::lock_guard<std::mutex> guard{mx_};
+    if (n <= 0) {
+      eof_ = true;
+      cv_.notify_all();
+      return;
+    }
+    buffer_.append(chunk, static_cast<size_t>(n));
+    cv_.notify_all();
+  }
+}
+
 std::string child_process::line() {
-  std::string l;
-  char c;
-  while (read(out_, &c, 1) == 1 && c != '\n')
-    l += c;
+  std::unique_lock<std::mutex> guard{mx_};
+  cv_.wait(guard, [&] {
+    return eof_ || buffer_.find('\n') != std::string::npos;
+  });
+  auto nl = buffer_.find('\n');
+  std::string l = buffer_.substr(0, nl);
+  buffer_.erase(0, nl == std::string::npos ? std::string::npos : nl + 1);
   return l;
 }
 
 std::string child_process::rest() {
-  std::string all, l;
-  while (!(l = line()).empty() || alive())
-    all += l + "\n";
-  return all;
+  std::unique_lock<std::mutex> guard{mx_};
+  cv_.wait(guard, [&] { return eof_; });
+  return std::exchange(buffer_, {});
 }
 
 uint16_t child_process::listening_port() {

@@ -1,13 +1,17 @@
 #pragma once
 
 // A child process for tests that run the built binaries (sluice-node, or a
-// test executable re-run for one hidden case): its output read line by
+// test executable re-run for one hidden case): its output drained by a
+// thread of its own (a child never blocks on a full pipe) and read line by
 // line, its exit awaited with a bound, and SIGKILL at destruction so a
 // failed test leaves nothing running.
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/types.h>
@@ -39,7 +43,7 @@ public:
   // The next line of output ("" at the end).
   std::string line();
 
-  // Everything left on the output, until the child exits.
+  // Everything left on the output, until the child has closed it (exited).
   std::string rest();
 
   // The port from "sluice-node listening on http://127.0.0.1:PORT (...)",
@@ -59,9 +63,16 @@ public:
   int wait_status(std::chrono::seconds limit = std::chrono::seconds{60});
 
 private:
+  void drain();
+
   pid_t pid_ = -1;
   int out_ = -1;
   int status_ = 0;
+  std::mutex mx_;
+  std::condition_variable cv_;
+  std::string buffer_; // read, not yet taken
+  bool eof_ = false;
+  std::thread reader_;
 };
 
 // This process's environment for a child that exhausts its descriptors.

@@ -267,8 +267,12 @@ void connection::handle() {
     return;
   }
   if (*path == "/v1/models" || path->rfind("/v1/models/", 0) == 0) {
-    if (only(http::verb::get, "use GET /v1/models"))
-      list_models(path->substr(std::min(path->size(), size_t{11})));
+    if (!only(http::verb::get, "use GET /v1/models"))
+      return;
+    auto id = percent_decode(path->substr(std::min(path->size(), size_t{11})));
+    if (!id)
+      return refuse(errc::bad_request, "malformed model id", keep_);
+    list_models(*id);
     return;
   }
   if (!front_.rt.has_route(*path))
@@ -300,11 +304,21 @@ void connection::list_models(const std::string& id) {
 }
 
 void connection::refuse_model(const std::string& model) {
+  refuse_param(errc::model_not_found,
+               "The model " + echo(model) + " does not exist", "model");
+}
+
+// A refusal naming the request field at fault (OpenAI's `param`).
+void connection::refuse_param(errc code, const std::string& why,
+                              const char* param) {
   ++front_.counters.requests_refused;
-  auto body = error_body(errc::model_not_found,
-                         "The model " + echo(model) + " does not exist");
-  body["error"]["param"] = "model";
-  write(make_response(404, json_text(body), keep_, version_));
+  log_limited(refused_log, spdlog::level::info,
+              "refused a request from {}: {} ({})", peer_, why,
+              to_string(code));
+  auto body = error_body(code, why);
+  body["error"]["param"] = param;
+  write(make_response(static_cast<unsigned>(describe(code).http_status),
+                      json_text(body), keep_, version_));
 }
 
 // -- answers ------------------------------------------------------------------
@@ -372,13 +386,9 @@ void connection::start_call(const std::string& path) {
     break;
   case route_miss::no_route: // removed meanwhile
     return refuse(errc::not_found, "no route " + echo(path), keep_);
-  case route_miss::model_required: {
-    ++front_.counters.requests_refused;
-    auto body = error_body(errc::bad_request,
-                           "you must provide a model parameter");
-    body["error"]["param"] = "model";
-    return write(make_response(400, json_text(body), keep_, version_));
-  }
+  case route_miss::model_required:
+    return refuse_param(errc::bad_request,
+                        "you must provide a model parameter", "model");
   case route_miss::model_not_found:
     return refuse_model(model);
   }

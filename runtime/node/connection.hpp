@@ -74,6 +74,7 @@ private:
   void start_call(const std::string& path);
   void list_models(const std::string& id);
   void refuse_model(const std::string& model);
+  void refuse_param(errc code, const std::string& why, const char* param);
   void watch_client();
   void forget_pending();
   void on_result(call_result r);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include <boost/beast/http/field.hpp>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,37 @@ bool valid_session_id(std::string_view id) noexcept {
                      [](char c) { return c >= 0x21 && c <= 0x7e; });
 }
 
+std::optional<std::string> percent_decode(std::string_view segment) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+      return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(segment.size());
+  for (size_t i = 0; i < segment.size(); ++i) {
+    char c = segment[i];
+    if (c == '%') {
+      if (i + 2 >= segment.size())
+        return std::nullopt;
+      int hi = hex(segment[i + 1]), lo = hex(segment[i + 2]);
+      if (hi < 0 || lo < 0)
+        return std::nullopt;
+      c = static_cast<char>(hi * 16 + lo);
+      i += 2;
+    }
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f)
+      return std::nullopt;
+    out += c;
+  }
+  return out;
+}
+
 namespace {
 
 // SAX reader: checks the body is one object, bounds the depth, and keeps
@@ -115,8 +147,10 @@ public:
     return value(kind::other);
   }
   bool string(string_t& s) override {
-    if (depth_ == 1 && key_ == top_key::model)
+    if (depth_ == 1 && key_ == top_key::model) {
       out_.model = s;
+      return true;
+    }
     return value(kind::other);
   }
   bool binary(binary_t&) override { return value(kind::other); }
@@ -125,10 +159,17 @@ public:
   bool start_array(std::size_t) override { return open(false); }
   bool end_array() override { return close(); }
   bool key(string_t& k) override {
-    if (depth_ == 1)
-      key_ = k == "stream"  ? top_key::stream
-             : k == "model" ? top_key::model
-                            : top_key::other;
+    if (depth_ != 1)
+      return true;
+    key_ = k == "stream"  ? top_key::stream
+           : k == "model" ? top_key::model
+                          : top_key::other;
+    // Routing and the upstream must read the same value: parsers differ
+    // on which of two equal keys wins.
+    if (key_ == top_key::stream && std::exchange(seen_stream_, true))
+      return refuse("\"stream\" is given twice");
+    if (key_ == top_key::model && std::exchange(seen_model_, true))
+      return refuse("\"model\" is given twice");
     return true;
   }
   bool parse_error(std::size_t, const std::string&,
@@ -150,6 +191,8 @@ private:
         return refuse("\"stream\" must be true or false");
       out_.stream = k == kind::true_;
     }
+    if (depth_ == 1 && key_ == top_key::model && k != kind::null)
+      return refuse("\"model\" must be a string");
     return true;
   }
 
@@ -158,6 +201,8 @@ private:
       return refuse("the body must be a JSON object");
     if (depth_ == 1 && key_ == top_key::stream)
       return refuse("\"stream\" must be true or false");
+    if (depth_ == 1 && key_ == top_key::model)
+      return refuse("\"model\" must be a string");
     if (++depth_ > max_body_depth)
       return refuse("the body nests deeper than " +
                     std::to_string(max_body_depth) + " levels");
@@ -177,6 +222,8 @@ private:
   body_facts& out_;
   size_t depth_ = 0;
   top_key key_ = top_key::none;
+  bool seen_stream_ = false;
+  bool seen_model_ = false;
 };
 
 } // namespace

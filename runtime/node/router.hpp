@@ -26,6 +26,11 @@ constexpr size_t max_session_id_bytes = 128;
 /// target that is neither (`*`, authority-form, empty).
 std::optional<std::string> request_path(std::string_view target);
 
+/// `segment` with its %XX escapes decoded (a model id such as
+/// "meta-llama%2FLlama-3"); nullopt for a malformed escape or a decoded
+/// control character.
+std::optional<std::string> percent_decode(std::string_view segment);
+
 /// Why a request's framing is refused (RFC 9112 §6.1, §6.3, §3.2), or
 /// nothing: Transfer-Encoding together with Content-Length, a transfer
 /// coding other than exactly `chunked`, no or several `Host` fields in

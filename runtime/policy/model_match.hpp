@@ -1,7 +1,8 @@
 #pragma once
 
 // Which rule a model name falls under. Patterns are exact names or globs
-// ('*' any run of characters, '?' one character): a route's model table
+// ('*' any run of bytes, '?' one byte -- not one UTF-8 character): a
+// route's model table
 // ("gpt-4o", "gpt-4o*", "*") and a client key's allowed models use the
 // same rules. Pure.
 
@@ -21,8 +22,9 @@ constexpr size_t max_model_name_bytes = 256;
 bool glob_match(std::string_view pattern, std::string_view name) noexcept;
 
 /// A table of patterns, each standing for an index: an exact name beats
-/// every glob; among globs the one with the most literal characters wins,
-/// then the one added first.
+/// every glob; among globs the one with the most literal bytes wins, then
+/// the one added first (from a config file: the keys' sorted order, as
+/// TOML tables are read).
 class model_rules {
 public:
   /// Adds `pattern` for `index`. Throws `std::invalid_argument` for an

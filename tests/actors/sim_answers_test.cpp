@@ -3,6 +3,7 @@
 // base64 float32, deterministic per input.
 
 #include "actors/sim_answers.hpp"
+#include "actors/payload.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -148,10 +149,37 @@ TEST_CASE("sim answers: embeddings, one unit vector per input, the same for "
   CHECK(answer_to(R"({"input":[[1,2],[3]]})")["data"].size() == 2);
   CHECK(answer_to(R"({"input":"x","dimensions":4})")["data"][0]["embedding"]
             .size() == 4);
-  // Out of bounds: the source's default.
-  CHECK(answer_to(R"({"input":"x","dimensions":100000})")["data"][0]
-                 ["embedding"]
-            .size() == 8);
+}
+
+TEST_CASE("sim answers: embeddings requests over the limits get a 400's "
+          "reason, not gigabytes") {
+  auto refused = [](const std::string& payload, uint32_t dims = 1536) {
+    auto req = sim::read_request(payload);
+    CHECK_FALSE(sim::answer(req, 1, 1, dims));
+    return sim::refusal(req, dims);
+  };
+  // 2049 inputs (OpenAI allows 2048).
+  std::string many = R"({"input":[)";
+  for (size_t i = 0; i <= sim::max_embedding_inputs; ++i)
+    many += i == 0 ? "\"\"" : ",\"\"";
+  many += "]}";
+  CHECK_THAT(refused(many), Catch::Contains("2048 inputs"));
+  // 2048 inputs of 8192 dimensions: 16M floats.
+  std::string big = R"({"dimensions":8192,"input":[)";
+  for (size_t i = 0; i < sim::max_embedding_inputs; ++i)
+    big += i == 0 ? "\"a\"" : ",\"a\"";
+  big += "]}";
+  CHECK_THAT(refused(big), Catch::Contains("inputs x dimensions"));
+  CHECK_THAT(refused(R"({"input":"x","dimensions":100000})"),
+             Catch::Contains("dimensions"));
+  CHECK_THAT(refused(R"({"input":"x","dimensions":"8"})"),
+             Catch::Contains("dimensions"));
+  CHECK_THAT(refused(R"({"input":[]})"), Catch::Contains("empty"));
+  CHECK_THAT(refused(R"({"input":""})"), Catch::Contains("empty"));
+  // Within the limits: answered, and no reason.
+  auto ok = sim::read_request(R"({"input":["a","b"],"dimensions":16})");
+  CHECK(sim::refusal(ok, 1536).empty());
+  CHECK(sim::answer(ok, 1, 1, 1536));
 }
 
 TEST_CASE("sim answers: base64 embeddings are little-endian float32, as the "
@@ -176,11 +204,10 @@ TEST_CASE("sim answers: what is not OpenAI-shaped gets no answer, and never "
   }
   CHECK_FALSE(sim::answer(sim::read_request("{}"), 1, 1, 4));
   CHECK_FALSE(sim::answer(sim::read_request("not json"), 1, 1, 4));
-  // Invalid UTF-8 in a model name still gives valid JSON.
-  auto a = sim::answer(sim::read_request("{\"model\":\"\xff\",\"messages\":[]}"),
-                       1, 1, 4);
-  if (a)
-    CHECK_FALSE(json::parse(*a, nullptr, false).is_discarded());
+  // Invalid UTF-8 is no JSON: the request is not OpenAI-shaped (the
+  // source answers its fixed body).
+  CHECK_FALSE(sim::answer(
+      sim::read_request("{\"model\":\"\xff\",\"messages\":[]}"), 1, 1, 4));
 }
 
 TEST_CASE("sim answers: errors in OpenAI's shape") {
@@ -191,4 +218,20 @@ TEST_CASE("sim answers: errors in OpenAI's shape") {
   CHECK(e["error"]["code"] == "rate_limit_exceeded");
   CHECK(json::parse(sim::error_body("x", "server_error"))["error"]["code"]
             .is_null());
+}
+
+TEST_CASE("payload: with_model replaces the top-level model only") {
+  auto out = nlohmann::json::parse(with_model(
+      R"({"model":"gpt-4o","messages":[{"model":"inner"}],"n":1})",
+      "gpt-4o-2024-08-06"));
+  CHECK(out["model"] == "gpt-4o-2024-08-06");
+  CHECK(out["messages"][0]["model"] == "inner");
+  CHECK(out["n"] == 1);
+  // Added when missing.
+  CHECK(nlohmann::json::parse(with_model("{}", "m"))["model"] == "m");
+  // Not an object, not JSON, or invalid UTF-8: unchanged.
+  for (std::string p : {"[1]", "not json", "", "{\"a\":\"\xff\"}"}) {
+    INFO(p);
+    CHECK(with_model(p, "m") == p);
+  }
 }

@@ -113,7 +113,11 @@ TEST_CASE("node: three sluice-node processes hold a cluster-wide cap "
     });
   redis_client probe_client{redis.config("three-test:")};
   lease_pool probe{probe_client, "global", 2, 2s, "probe"};
-  int most_redis = 0, most_nodes = 0, samples = 0;
+  // Redis is the authority on the cluster-wide count. The nodes' own
+  // counts are read one /status after another, not at one instant: a
+  // lease handed from one node to another between two reads is counted
+  // twice (seen under ASan), so only each node's count is bounded.
+  int most_redis = 0, most_one_node = 0, most_nodes = 0, samples = 0;
   std::atomic<bool> done{false};
   std::thread joiner{[&] {
     for (auto& t : clients)
@@ -123,20 +127,25 @@ TEST_CASE("node: three sluice-node processes hold a cluster-wide cap "
   while (!done) {
     most_redis = std::max<int>(most_redis, static_cast<int>(probe.live()));
     int sum = 0;
-    for (auto* n : nodes)
-      sum += std::max(0, n->held());
+    for (auto* n : nodes) {
+      auto held = std::max(0, n->held());
+      most_one_node = std::max(most_one_node, held);
+      sum += held;
+    }
     most_nodes = std::max(most_nodes, sum);
     ++samples;
     std::this_thread::sleep_for(20ms);
   }
   joiner.join();
   INFO("ok " << ok << ", tool_busy " << busy << ", other " << other
-             << ", samples " << samples);
+             << ", samples " << samples << ", most in Redis " << most_redis
+             << ", most summed over nodes " << most_nodes);
   CHECK(ok + busy + other == 18); // every call was answered
   CHECK(other == 0);
   CHECK(ok >= 2);
   CHECK(most_redis <= 2);
-  CHECK(most_nodes <= 2);
+  CHECK(most_one_node <= 2);
+  CHECK(most_nodes >= 1); // the nodes report what they hold
   CHECK(most_redis >= 1); // the sampling saw calls in flight
   CHECK(probe.live() == 0); // everything came back
   for (auto* n : nodes)

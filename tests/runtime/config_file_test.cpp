@@ -435,3 +435,64 @@ TEST_CASE("max_retry_after_s is read per kind, 60 s by default") {
   CHECK(std::string{e->what()}.find("kinds.chat.max_retry_after_s") !=
         std::string::npos);
 }
+
+TEST_CASE("model tables are read, and bad ones refused with key and line") {
+  auto cfg = parse_config(R"toml(
+[sources.a]
+type = "simulated"
+  [sources.a.models]
+  "gpt-4o" = "gpt-4o-2024-08-06"
+[sources.b]
+type = "simulated"
+[routes."/v1/chat/completions"]
+  [routes."/v1/chat/completions".models]
+  "gpt-4o" = ["a"]
+  "gpt-4o*" = { sources = ["a", "b"], weights = [3, 1] }
+)toml");
+  CHECK(cfg.sources[0].settings.model_names.at("gpt-4o") ==
+        "gpt-4o-2024-08-06");
+  auto& r = cfg.routes[0].route;
+  CHECK(r.sources.empty()); // no default: by model only
+  REQUIRE(r.models.size() == 2);
+  CHECK(r.models[0].pattern == "gpt-4o");
+  CHECK(r.models[1].sources == std::vector<std::string>{"a", "b"});
+  CHECK(r.models[1].weights == std::vector<double>{3, 1});
+  auto head = std::string{"[sources.a]\ntype = \"simulated\"\n"};
+  // An unknown source in a model entry: its key and line.
+  auto e = refusal(head + "[routes.\"/r\"]\n  [routes.\"/r\".models]\n"
+                          "  \"m\" = [\"zz\"]\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/r\".models.m");
+  CHECK(e->line() == 5);
+  // A control character in a pattern, a bad value, weights without match.
+  e = refusal(head + "[routes.\"/r\"]\n  [routes.\"/r\".models]\n"
+                     "  \"m\\u0001\" = [\"a\"]\n");
+  REQUIRE(e);
+  CHECK(e->problem().find("control") != std::string::npos);
+  CHECK(e->line() == 5);
+  e = refusal(head + "[routes.\"/r\"]\n  [routes.\"/r\".models]\n"
+                     "  \"m\" = 5\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/r\".models.m");
+  e = refusal(head + "[routes.\"/r\"]\n  [routes.\"/r\".models]\n"
+                     "  \"m\" = { sources = [\"a\"], weights = [1, 2] }\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/r\".models.\"m\".weights");
+  // Neither sources nor models.
+  e = refusal(head + "[routes.\"/r\"]\nkind = \"chat\"\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/r\".sources");
+  // A source's renames: names must be 1-256 bytes, printable.
+  e = refusal("[sources.a]\ntype = \"simulated\"\n  [sources.a.models]\n"
+              "  \"\" = \"x\"\n[routes.\"/r\"]\nsources = [\"a\"]\n");
+  REQUIRE(e);
+  CHECK(e->key().rfind("sources.a.models", 0) == 0);
+  CHECK(e->line() == 4);
+  // The node's own endpoints are no routes.
+  for (auto own : {"/v1/models", "/v1/models/x", "/status", "/healthz"}) {
+    INFO(own);
+    e = refusal(head + "[routes.\"" + own + "\"]\nsources = [\"a\"]\n");
+    REQUIRE(e);
+    CHECK(e->problem().find("own endpoint") != std::string::npos);
+  }
+}

@@ -191,6 +191,10 @@ TEST_CASE_METHOD(models_fixture, "models: GET /v1/models lists the exact "
   r = exchange(front->port(), http::verb::get, "/v1/models/llama-3");
   CHECK(r.status == 200);
   CHECK(r.doc()["id"] == "llama-3");
+  r = exchange(front->port(), http::verb::get, "/v1/models/llama%2D3");
+  CHECK(r.doc()["id"] == "llama-3"); // percent-decoded
+  r = exchange(front->port(), http::verb::get, "/v1/models/bad%zz");
+  CHECK(r.status == 400);
   r = exchange(front->port(), http::verb::get, "/v1/models/nope");
   CHECK(r.status == 404);
   CHECK(r.doc()["error"]["code"] == "model_not_found");

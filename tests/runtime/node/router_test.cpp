@@ -87,3 +87,39 @@ TEST_CASE("router: the body is read for stream and model, with a bound") {
   CHECK(inspect_body(deeper).error.find("deeper") != std::string::npos);
   CHECK_FALSE(inspect_body(std::string(1000000, '[')).error.empty());
 }
+
+TEST_CASE("router: model is a string given once, stream a boolean given "
+          "once") {
+  // Two equal keys: parsers differ on which wins, so routing and the
+  // upstream could read different models.
+  auto twice = inspect_body(R"({"model":"gpt-4-expensive","model":"cheap"})");
+  CHECK(twice.error == "\"model\" is given twice");
+  CHECK_FALSE(twice.model);
+  CHECK_FALSE(inspect_body(R"({"model":"cheap","model":{}})").error.empty());
+  CHECK_FALSE(
+      inspect_body(R"({"stream":false,"stream":true})").error.empty());
+  for (auto bad : {R"({"model":42})", R"({"model":{}})", R"({"model":["a"]})",
+                   R"({"model":true})"}) {
+    INFO(bad);
+    CHECK(inspect_body(bad).error == "\"model\" must be a string");
+  }
+  CHECK(inspect_body(R"({"model":null})").error.empty());
+  CHECK_FALSE(inspect_body(R"({"model":null})").model);
+  // Nested keys of the same name are someone else's.
+  auto nested = inspect_body(
+      R"({"model":"m","tools":[{"model":"x","stream":1}],"meta":{"model":2}})");
+  CHECK(nested.error.empty());
+  CHECK(nested.model == "m");
+}
+
+TEST_CASE("router: model ids in a path are percent-decoded") {
+  CHECK(percent_decode("meta-llama%2FLlama-3") == "meta-llama/Llama-3");
+  CHECK(percent_decode("gpt-4o") == "gpt-4o");
+  CHECK(percent_decode("a%2fb%2F") == "a/b/");
+  CHECK(percent_decode("") == "");
+  CHECK_FALSE(percent_decode("%"));
+  CHECK_FALSE(percent_decode("%2"));
+  CHECK_FALSE(percent_decode("a%zz"));
+  CHECK_FALSE(percent_decode("a%0Ab")); // a control character
+  CHECK_FALSE(percent_decode("a%00"));
+}
