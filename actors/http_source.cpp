@@ -149,6 +149,12 @@ std::string json_safe(const std::string& text) {
   return out;
 }
 
+// Names a source in log lines: `NAME (URL)`, or the URL alone.
+std::string log_label(const http_source_config& cfg) {
+  return cfg.log_name.empty() ? cfg.base_url
+                              : cfg.log_name + " (" + cfg.base_url + ")";
+}
+
 std::string header_value(const std::string& v) {
   if (v.compare(0, 4, "env:") == 0) {
     auto x = std::getenv(v.substr(4).c_str());
@@ -289,8 +295,7 @@ public:
       , resolver_(ioc_) {
     std::string why;
     url_ = *parse_url(cfg.base_url, why); // validated at spawn
-    where_ = cfg.log_name.empty() ? cfg.base_url
-                                  : cfg.log_name + " (" + cfg.base_url + ")";
+    where_ = log_label(cfg);
     host_header_ = url_.ipv6 ? "[" + url_.host + "]" : url_.host;
     if (url_.port != (url_.https ? "443" : "80"))
       host_header_ += ":" + url_.port;
@@ -299,11 +304,6 @@ public:
       tls_ = upstream::make_tls_context(tls);
       peer_name_ = tls.server_name.empty() ? url_.host : tls.server_name;
       verify_ = tls.verify;
-      if (!verify_)
-        logger().warn("http source {}: tls.verify = false: the upstream's "
-                      "certificate is NOT checked; anyone on the path can "
-                      "read and change this source's traffic",
-                      where_);
     }
     beast::error_code ec;
     auto addr = net::ip::make_address(url_.host, ec);
@@ -836,6 +836,12 @@ http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg) {
   std::string why;
   bool tls = parse_url(cfg.base_url, why)->https;
   bool verify = !cfg.tls || cfg.tls->verify;
+  // At start, once per source, on the caller's thread: not rate-limited.
+  if (!verify)
+    logger().warn("http source {}: tls.verify = false: the upstream's "
+                  "certificate is NOT checked; anyone on the path can read "
+                  "and change this source's traffic",
+                  log_label(cfg));
   auto stats = std::make_shared<http_source_stats>();
   auto a = sys.spawn(http_source_actor, std::move(cfg), stats);
   return {caf::actor_cast<source_actor>(a), std::move(stats), tls, verify};
