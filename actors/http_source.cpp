@@ -1,5 +1,6 @@
 #include "actors/http_source.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <deque>
@@ -203,13 +204,13 @@ void validate(const http_source_config& cfg) {
 
 void validate(const http_tls_config& cfg) {
   if (!cfg.server_name.empty()) {
-    beast::error_code ec;
-    net::ip::make_address(cfg.server_name, ec);
-    for (char c : cfg.server_name)
-      if (ec && !is_host_char(c))
-        throw std::invalid_argument(
-            "server_name: a host name (letters, digits, '-', '.', '_') or an "
-            "IP address");
+    beast::error_code not_an_address;
+    net::ip::make_address(cfg.server_name, not_an_address);
+    auto& name = cfg.server_name;
+    if (not_an_address && !std::all_of(name.begin(), name.end(), is_host_char))
+      throw std::invalid_argument(
+          "server_name: a host name (letters, digits, '-', '.', '_') or an "
+          "IP address");
   }
   upstream::make_tls_context(cfg); // checks the files, then is dropped
 }

@@ -141,11 +141,10 @@ const char* connection::reuse_problem() {
   return "socket error";
 }
 
-std::string connection::verify_failure() const {
+std::string connection::verify_failure() {
   if (!tls_ || !verify_)
     return {};
-  auto ssl = const_cast<tls_stream&>(*tls_).native_handle();
-  auto result = SSL_get_verify_result(ssl);
+  auto result = SSL_get_verify_result(tls_->native_handle());
   if (result == X509_V_OK)
     return {};
   return X509_verify_cert_error_string(result);

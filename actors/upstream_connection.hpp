@@ -96,7 +96,7 @@ public:
   /// After a failed handshake: why the peer's certificate was refused
   /// (OpenSSL's text for the verify result, e.g. "certificate has
   /// expired"), or empty if the certificate was not the problem.
-  std::string verify_failure() const;
+  std::string verify_failure();
 
   /// Closes the socket at once (no TLS close_notify: the peer sees the
   /// close).

@@ -351,6 +351,11 @@ TEST_CASE("TLS: settings that cannot work are refused, naming the field",
     CHECK_THROWS_WITH(spawn_http_source(sys, c),
                       Catch::StartsWith("tls.client_key: cannot read"));
   }
+  SECTION("a server name that is neither a host name nor an address") {
+    c.tls->server_name = "bad name!";
+    CHECK_THROWS_WITH(spawn_http_source(sys, c),
+                      Catch::StartsWith("tls.server_name:"));
+  }
   SECTION("the defaults start (the system store loads)") {
     c.tls.reset();
     CHECK_NOTHROW(spawn_http_source(sys, c));
