@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "actors/payload.hpp"
 #include "actors/permit.hpp"
 #include "messages/atoms.hpp"
 #include "runtime/policy/http_outcome.hpp"
@@ -430,6 +431,10 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   const auto& src = st.route().sources[idx];
   auto seq = ++st.attempt_seq;
   auto request = st.cfg.request;
+  if (src.model_names && !request.model.empty())
+    if (auto i = src.model_names->find(request.model);
+        i != src.model_names->end())
+      request.payload = with_model(request.payload, i->second);
   auto tag = uint64_t{0};
   if (request.stream) {
     // The source streams to us; we pass the current attempt's bytes on.

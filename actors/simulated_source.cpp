@@ -10,6 +10,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/attempt_book.hpp"
+#include "actors/sim_answers.hpp"
 #include "runtime/policy/rng.hpp"
 
 namespace sluice {
@@ -41,6 +42,11 @@ void validate(const sim_config& cfg) {
     if (!(p.stream_break_rate >= 0.0 && p.stream_break_rate <= 1.0))
       refuse(at + "stream_break_rate", "must be in [0, 1]");
   }
+  if (cfg.embedding_dimensions < 1 ||
+      cfg.embedding_dimensions > sim::max_embedding_dimensions)
+    refuse("embedding_dimensions",
+           "must be in [1, " + std::to_string(sim::max_embedding_dimensions) +
+               "]");
 }
 
 namespace {
@@ -61,15 +67,29 @@ struct pending_attempt {
   uint64_t tag = 0;
   /// This stream breaks off after its first chunk.
   bool breaks = false;
+  /// Streamed attempts: the events still to send, in order.
+  std::vector<std::string> events;
 };
 
-// One OpenAI-style server-sent event of a streamed chat completion.
-std::string chunk_event(uint64_t id, int k) {
-  return "data: {\"id\":\"sim-" + std::to_string(id) +
-         "\",\"object\":\"chat.completion.chunk\",\"created\":0,"
-         "\"model\":\"simulated\",\"choices\":[{\"index\":0,\"delta\":{"
-         "\"content\":\"simulated chunk " +
-         std::to_string(k) + " \"},\"finish_reason\":null}]}\n\n";
+// Server-sent events of a streamed request that is not a chat: chunks of
+// the fixed body's shape, one per piece.
+std::vector<std::string> generic_events(uint64_t id) {
+  std::vector<std::string> events;
+  for (int k = 0; k < stream_chunks; ++k)
+    events.push_back(
+        "data: {\"id\":\"sim-" + std::to_string(id) +
+        "\",\"object\":\"chat.completion.chunk\",\"created\":0,"
+        "\"model\":\"simulated\",\"choices\":[{\"index\":0,\"delta\":{"
+        "\"content\":\"simulated chunk " +
+        std::to_string(k) + " \"},\"finish_reason\":null}]}\n\n");
+  return events;
+}
+
+// The Unix time, for `created`.
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 struct sim_state {
@@ -119,23 +139,24 @@ std::optional<source_reply> fate(sim_state& st, const sim_phase& p) {
   if (pick(p.transient_rate)) {
     ++st.stats->transient;
     return source_reply{outcome_kind::transient, 503,
-                        R"({"error":"simulated 503"})", p.retry_after};
+                        sim::error_body("simulated 503", "server_error"), p.retry_after};
   }
   if (pick(p.rate_limit_rate)) {
     ++st.stats->rate_limited;
     return source_reply{outcome_kind::rate_limited, 429,
-                        R"({"error":"simulated 429"})", p.retry_after};
+                        sim::error_body("simulated 429", "rate_limit_error",
+                                        "rate_limit_exceeded"), p.retry_after};
   }
   if (pick(p.permanent_rate)) {
     ++st.stats->permanent;
     return source_reply{outcome_kind::permanent, 400,
-                        R"({"error":"simulated 400"})", std::nullopt};
+                        sim::error_body("simulated 400", "invalid_request_error"), std::nullopt};
   }
   ++st.stats->ok;
-  return source_reply{outcome_kind::ok, 200, st.cfg.body, std::nullopt};
+  return source_reply{outcome_kind::ok, 200, {}, std::nullopt};
 }
 
-caf::behavior sim(sim_actor* self, sim_config cfg,
+caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
                   std::shared_ptr<sim_stats> stats) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
@@ -165,13 +186,25 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
           latency += std::chrono::duration_cast<duration>(
               (p.latency_max - p.latency_min) * st.draw());
         auto reply = fate(st, p);
+        auto id = st.next_id++;
+        auto shaped = st.cfg.body ? sim::openai_request{}
+                                  : sim::read_request(req.payload);
+        if (reply && reply->kind == policy::outcome_kind::ok) {
+          if (st.cfg.body)
+            reply->body = *st.cfg.body;
+          else if (auto a = sim::answer(shaped, id, unix_now(),
+                                        st.cfg.embedding_dimensions))
+            reply->body = std::move(*a);
+          else
+            reply->body = fallback_body;
+        }
         // Self-timed: a fate that outlasts the attempt is a timeout at its
         // deadline.
         if (req.timeout > duration::zero() &&
             (!reply || latency > req.timeout)) {
           ++st.stats->timed_out;
           reply = source_reply{policy::outcome_kind::timeout, 0,
-                               R"({"error":"simulated source timed out"})",
+                               sim::error_body("simulated source timed out", "timeout"),
                                std::nullopt};
           latency = req.timeout;
         }
@@ -182,12 +215,11 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
           --st.stats->in_flight;
           return std::move(*reply);
         }
-        auto id = st.next_id++;
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
         pending_attempt pa{promise, requester, reply.value_or(source_reply{}),
-                           caf::actor{}, 0, false};
+                           caf::actor{}, 0, false, {}};
         // A streamed success: chunks spread over the latency, like tokens.
         if (reply && reply->kind == policy::outcome_kind::ok &&
             req.stream_to) {
@@ -197,11 +229,16 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
           if (p.stream_break_rate > 0 && st.draw() < p.stream_break_rate) {
             pa.breaks = true;
             pa.reply.kind = policy::outcome_kind::transient;
-            pa.reply.body = R"({"error":"simulated stream broke off"})";
+            pa.reply.body = sim::error_body("simulated stream broke off", "server_error");
             ++st.stats->stream_breaks;
           }
-          for (int k = 0; k < stream_chunks; ++k)
-            self->delayed_send(self, latency * (k + 1) / (stream_chunks + 1),
+          pa.events =
+              shaped.kind == sim::openai_request::shape::chat
+                  ? sim::chat_events(shaped, id, unix_now(), stream_chunks)
+                  : generic_events(id);
+          auto n = static_cast<int>(pa.events.size());
+          for (int k = 0; k < n; ++k)
+            self->delayed_send(self, latency * (k + 1) / (n + 1),
                                sim_chunk_atom::value, id, k);
         }
         st.pending.add(self, id, std::move(pa));
@@ -222,7 +259,7 @@ caf::behavior sim(sim_actor* self, sim_config cfg,
         if (a->breaks && k > 0)
           return; // broke off after the first chunk
         self->send(a->stream_to, stream_chunk_atom_v, a->tag,
-                   chunk_event(id, k));
+                   std::move(a->events.at(static_cast<size_t>(k))));
       },
       [self](sim_reply_atom, uint64_t id) {
         auto& st = self->state;
@@ -244,7 +281,7 @@ simulated_source spawn_simulated_source(caf::actor_system& sys,
                                         sim_config cfg) {
   validate(cfg);
   auto stats = std::make_shared<sim_stats>();
-  auto a = sys.spawn(sim, std::move(cfg), stats);
+  auto a = sys.spawn(sim_behavior, std::move(cfg), stats);
   return {caf::actor_cast<source_actor>(a), std::move(stats)};
 }
 

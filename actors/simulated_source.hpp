@@ -41,9 +41,16 @@ struct sim_config {
   /// the last one).
   bool repeat = false;
   uint64_t seed = 1;
-  /// Body of successful answers.
-  std::string body = R"({"object":"simulated","ok":true})";
+  /// Body of every successful answer. Unset: OpenAI-shaped answers built
+  /// from the request (actors/sim_answers.hpp), and `fallback_body` for a
+  /// request that is neither a chat nor an embeddings call.
+  std::optional<std::string> body;
+  /// Embeddings: the vectors' length unless the request asks for one.
+  uint32_t embedding_dimensions = 1536;
 };
+
+/// A simulated success's body for a request that is not OpenAI-shaped.
+inline constexpr const char* fallback_body = R"({"object":"simulated","ok":true})";
 
 /// Throws `std::invalid_argument` naming the field of a nonsense setting.
 void validate(const sim_config& cfg);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,9 @@ struct source_handle {
   /// ask it directly. Others get each attempt from a short-lived runner
   /// actor that the governor times and kills (see messages/source.hpp).
   bool self_timed = false;
+  /// The upstream's own name for models the clients name (null: none);
+  /// the governor rewrites the `model` of each attempt's body with it.
+  std::shared_ptr<const std::map<std::string, std::string>> model_names;
 };
 
 /// Spawns the gate of source `name` (AIMD limit, permit watchers) and

@@ -19,6 +19,10 @@ struct call_request {
   /// The route it was made on (selects sources and the call policy).
   std::string route;
   std::string payload;
+  /// The model the caller asked for (OpenAI's `model`; empty: none). Picks
+  /// the route's sources (see route_config::models); a source with its own
+  /// name for it gets the payload with that name.
+  std::string model{};
   /// The caller wants the answer streamed as it arrives (an OpenAI
   /// `"stream": true` request): the governor sends `(stream_chunk_atom,
   /// std::string)` to its caller for each piece, before the `call_result`.

@@ -7,31 +7,35 @@
 namespace sluice {
 
 error_info describe(errc x) noexcept {
+  constexpr std::string_view client = "invalid_request_error";
+  constexpr std::string_view server = "server_error";
   switch (x) {
   case errc::tool_busy:
-    return {"tool_busy", -32016, 503};
+    return {"tool_busy", -32016, 503, server};
   case errc::all_sources_exhausted:
-    return {"all_sources_exhausted", -32017, 503};
+    return {"all_sources_exhausted", -32017, 503, server};
   case errc::governance_backend_error:
-    return {"governance_backend_error", -32018, 503};
+    return {"governance_backend_error", -32018, 503, server};
   case errc::upstream_error:
-    return {"upstream_error", -32019, 502};
+    return {"upstream_error", -32019, 502, server};
   case errc::bad_request:
-    return {"bad_request", -32600, 400};
+    return {"bad_request", -32600, 400, client};
   case errc::not_found:
-    return {"not_found", -32601, 404};
+    return {"not_found", -32601, 404, client};
   case errc::method_not_allowed:
-    return {"method_not_allowed", -32020, 405};
+    return {"method_not_allowed", -32020, 405, client};
   case errc::payload_too_large:
-    return {"payload_too_large", -32021, 413};
+    return {"payload_too_large", -32021, 413, client};
   case errc::headers_too_large:
-    return {"headers_too_large", -32022, 431};
+    return {"headers_too_large", -32022, 431, client};
   case errc::overloaded:
-    return {"overloaded", -32023, 503};
+    return {"overloaded", -32023, 503, server};
   case errc::shutting_down:
-    return {"shutting_down", -32024, 503};
+    return {"shutting_down", -32024, 503, server};
+  case errc::model_not_found:
+    return {"model_not_found", -32025, 404, client};
   }
-  return {"unknown", -32000, 500};
+  return {"unknown", -32000, 500, server};
 }
 
 std::string to_string(errc x) {

@@ -43,6 +43,9 @@ enum class errc : uint8_t {
   /// The node is stopping: the call was cut off by the shutdown grace
   /// period, or arrived after it began. JSON -32024, HTTP 503.
   shutting_down,
+  /// The route serves no such model (or the caller's key may not use it,
+  /// as OpenAI answers). JSON -32025, HTTP 404.
+  model_not_found,
 };
 
 /// The category atom of every Sluice error.
@@ -50,9 +53,11 @@ constexpr caf::atom_value error_category = caf::atom("sluice");
 
 /// Static facts about one error code.
 struct error_info {
-  std::string_view name; // stable identifier, e.g. "tool_busy"
-  int json_code;         // the `code` field of a JSON error body
+  std::string_view name; // stable identifier, e.g. "tool_busy": the `code`
+                         // of an error body (OpenAI's where it has one)
+  int json_code;         // our numeric code: the body's `sluice_code`
   int http_status;       // status at the HTTP gateway
+  std::string_view type; // OpenAI's `type`: "invalid_request_error", ...
 };
 
 /// Returns the facts for `x`.

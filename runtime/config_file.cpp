@@ -9,9 +9,11 @@
 
 #include <toml++/toml.h>
 
+#include "actors/sim_answers.hpp"
 #include "runtime/config/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "runtime/policy/backoff.hpp"
+#include "runtime/policy/model_match.hpp"
 
 namespace sluice {
 
@@ -506,6 +508,22 @@ source_decl read_source(const std::string& name, const toml::table& t) {
     d.settings.quota.emplace();
     read_quota(qr, *d.settings.quota);
   }
+  if (auto m = r.table("models")) {
+    // "the model clients name" = "this upstream's name for it"
+    table_reader mr{*m, r.prefix() + ".models"};
+    for (auto&& [k, v] : *m) {
+      std::string name{k.str()};
+      auto upstream = mr.string(name);
+      if (upstream->empty() ||
+          upstream->size() > policy::max_model_name_bytes ||
+          name.size() > policy::max_model_name_bytes)
+        mr.fail(name, "model names are 1 to " +
+                          std::to_string(policy::max_model_name_bytes) +
+                          " bytes");
+      d.settings.model_names[name] = *upstream;
+    }
+    mr.done();
+  }
   if (d.type == "http") {
     auto url = r.string("base_url");
     if (!url)
@@ -555,6 +573,8 @@ source_decl read_source(const std::string& name, const toml::table& t) {
     d.sim.repeat = *x;
   if (auto x = r.string("body"))
     d.sim.body = *x;
+  if (auto x = r.count("embedding_dimensions", sim::max_embedding_dimensions))
+    d.sim.embedding_dimensions = static_cast<uint32_t>(*x);
   if (auto phases = r.array("phases")) {
     d.sim.phases.clear();
     size_t i = 0;
@@ -593,29 +613,70 @@ route_decl read_route(const std::string& path, const toml::table& t,
       r.fail("kind", "unknown call kind '" + *k + "'");
     d.route.kind = *k;
   }
-  auto sources = r.array("sources");
-  if (!sources || sources->empty())
-    r.fail("sources", "needs at least one source");
-  for (auto& n : *sources) {
-    if (!n.is_string())
-      r.fail("sources", "must be an array of source names", &n);
-    auto name = *n.value<std::string>();
-    bool known = false;
-    for (auto& s : cfg.sources)
-      known = known || s.name == name;
-    if (!known)
-      r.fail("sources", "unknown source '" + name + "'", &n);
-    d.route.sources.push_back(name);
-  }
-  if (auto weights = r.array("weights")) {
+  // A list of known source names, and optional weights, one per source.
+  auto read_sources = [&](table_reader& in, const std::string& key,
+                          const toml::array& list, const toml::array* weights,
+                          std::vector<std::string>& names,
+                          std::vector<double>& ws) {
+    if (list.empty())
+      in.fail(key, "needs at least one source");
+    for (auto& n : list) {
+      if (!n.is_string())
+        in.fail(key, "must be an array of source names", &n);
+      auto name = *n.value<std::string>();
+      bool known = false;
+      for (auto& s : cfg.sources)
+        known = known || s.name == name;
+      if (!known)
+        in.fail(key, "unknown source '" + name + "'", &n);
+      names.push_back(name);
+    }
+    if (weights == nullptr)
+      return;
     for (auto& n : *weights) {
       if (!n.is_number() || !(*n.value<double>() > 0.0) ||
           !(*n.value<double>() <= weight_limit))
-        r.fail("weights", "must be positive numbers, at most 1e6", &n);
-      d.route.weights.push_back(*n.value<double>());
+        in.fail("weights", "must be positive numbers, at most 1e6", &n);
+      ws.push_back(*n.value<double>());
     }
-    if (d.route.weights.size() != d.route.sources.size())
-      r.fail("weights", "needs one weight per source");
+    if (ws.size() != names.size())
+      in.fail("weights", "needs one weight per source");
+  };
+  auto sources = r.array("sources");
+  auto models = r.table("models");
+  if (!sources && !models)
+    r.fail("sources", "needs at least one source (or a models table)");
+  if (sources)
+    read_sources(r, "sources", *sources, r.array("weights"), d.route.sources,
+                 d.route.weights);
+  else if (r.array("weights"))
+    r.fail("weights", "needs sources");
+  if (models) {
+    // "NAME" = ["source", ...]  or  "NAME" = { sources = [...], weights }
+    table_reader mr{*models, r.prefix() + ".models"};
+    for (auto&& [k, v] : *models) {
+      model_route m;
+      m.pattern = std::string{k.str()};
+      if (v.is_array()) {
+        read_sources(mr, m.pattern, *mr.array(m.pattern), nullptr, m.sources,
+                     m.weights);
+      } else if (v.is_table()) {
+        table_reader tr{*mr.table(m.pattern),
+                        mr.prefix() + ".\"" + m.pattern + "\""};
+        auto list = tr.array("sources");
+        if (!list)
+          tr.fail("sources", "missing; the sources for this model");
+        read_sources(tr, "sources", *list, tr.array("weights"), m.sources,
+                     m.weights);
+        tr.done();
+      } else {
+        mr.fail(m.pattern,
+                "must be an array of source names or a table with sources",
+                &v);
+      }
+      d.route.models.push_back(std::move(m));
+    }
+    mr.done();
   }
   if (auto s = r.string("scope"))
     d.route.scope = *s;
@@ -764,6 +825,9 @@ poll_interval_s = 1
 rate_limit_spends_retry = true
 max_retry_after_s = 60
 
+# Simulated upstreams answer in OpenAI's shapes (chat completions, chunk
+# streams, embeddings of `embedding_dimensions` floats), so official clients
+# work against this config as is.
 [sources.sim-primary]
 type = "simulated"
 seed = 1
@@ -788,13 +852,20 @@ seed = 2
   latency_min_ms = 40
   latency_max_ms = 200
 
+# A route's `sources` serve every model (and requests naming none); its
+# `models` table sends named models (exact, or globs like "gpt-4o*") to
+# sources of their own. GET /v1/models lists the exact names.
 [routes."/v1/chat/completions"]
 kind = "chat"
 sources = ["sim-primary", "sim-backup"]
+  [routes."/v1/chat/completions".models]
+  "sim-chat" = ["sim-primary", "sim-backup"]
 
 [routes."/v1/embeddings"]
 kind = "embeddings"
 sources = ["sim-backup", "sim-primary"]
+  [routes."/v1/embeddings".models]
+  "sim-embedding" = ["sim-backup", "sim-primary"]
 )toml";
 }
 

@@ -188,6 +188,10 @@ void runtime::add_source(const std::string& name, source_actor actor,
     throw config_error(key, "a source with this name already exists");
   auto handle = make_source(sys_, name, std::move(actor), settings.breaker,
                             settings.aimd, settings.quota, self_timed);
+  if (!settings.model_names.empty())
+    handle.model_names =
+        std::make_shared<const std::map<std::string, std::string>>(
+            settings.model_names);
   if (relay_)
     caf::anon_send(relay_, watch_atom_v, name, handle.breaker.actor);
   // An actor of ours that dies is never reported healthy (its functor runs
@@ -262,40 +266,107 @@ void runtime::add_route(route_config r) {
   auto kind = cfg_.kinds.find(r.kind);
   if (kind == cfg_.kinds.end())
     throw config_error(key + ".kind", "unknown call kind '" + r.kind + "'");
-  if (r.sources.empty())
+  if (r.sources.empty() && r.models.empty())
     throw config_error(key + ".sources", "a route needs at least one source");
-  if (!r.weights.empty()) {
-    if (r.weights.size() != r.sources.size())
-      throw config_error(key + ".weights", "needs one weight per source");
-    for (auto w : r.weights)
+  auto check_weights = [](const std::string& at,
+                          const std::vector<std::string>& sources,
+                          const std::vector<double>& weights) {
+    if (weights.empty())
+      return;
+    if (weights.size() != sources.size())
+      throw config_error(at + ".weights", "needs one weight per source");
+    for (auto w : weights)
       if (!(w > 0.0))
-        throw config_error(key + ".weights", "weights must be positive");
+        throw config_error(at + ".weights", "weights must be positive");
+  };
+  check_weights(key, r.sources, r.weights);
+  route_entry entry;
+  for (size_t i = 0; i < r.models.size(); ++i) {
+    auto& m = r.models[i];
+    auto at = key + ".models." + m.pattern;
+    if (m.sources.empty())
+      throw config_error(at, "a model needs at least one source");
+    check_weights(at, m.sources, m.weights);
+    try {
+      entry.rules.add(m.pattern, i);
+    } catch (const std::invalid_argument& e) {
+      throw config_error(at, e.what());
+    }
   }
-  auto plan = std::make_shared<route_plan>();
-  plan->name = r.name;
-  plan->scope = r.scope.empty() ? r.name : r.scope;
-  plan->weights = r.weights;
-  plan->policy = kind->second;
-  plan->backend = backend_;
+  auto scope = r.scope.empty() ? r.name : r.scope;
   std::unique_lock<std::shared_mutex> guard{mx_};
   if (routes_.count(r.name) != 0)
     throw config_error(key, "a route with this name already exists");
-  for (auto& name : r.sources) {
-    auto i = sources_.find(name);
-    if (i == sources_.end())
-      throw config_error(key + ".sources", "unknown source '" + name + "'");
-    plan->sources.push_back(i->second);
-  }
-  routes_.emplace(r.name, std::move(plan));
+  auto make_plan = [&](const std::string& at,
+                       const std::vector<std::string>& sources,
+                       const std::vector<double>& weights,
+                       std::string plan_scope) {
+    auto plan = std::make_shared<route_plan>();
+    plan->name = r.name;
+    plan->scope = std::move(plan_scope);
+    plan->weights = weights;
+    plan->policy = kind->second;
+    plan->backend = backend_;
+    for (auto& name : sources) {
+      auto i = sources_.find(name);
+      if (i == sources_.end())
+        throw config_error(at + ".sources", "unknown source '" + name + "'");
+      plan->sources.push_back(i->second);
+    }
+    return plan;
+  };
+  if (!r.sources.empty())
+    entry.fallback = make_plan(key, r.sources, r.weights, scope);
+  for (auto& m : r.models)
+    entry.by_model.push_back(make_plan(key + ".models." + m.pattern, m.sources,
+                                       m.weights,
+                                       scope + " model " + m.pattern));
+  routes_.emplace(r.name, std::move(entry));
+  route_order_.push_back(r.name);
+}
+
+route_match runtime::find_route(const std::string& route,
+                                const std::string& model) const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  auto i = routes_.find(route);
+  if (i == routes_.end())
+    return {nullptr, route_miss::no_route};
+  auto& e = i->second;
+  if (!model.empty())
+    if (auto k = e.rules.match(model))
+      return {e.by_model[*k], route_miss::none};
+  if (e.fallback)
+    return {e.fallback, route_miss::none};
+  return {nullptr, model.empty() ? route_miss::model_required
+                                 : route_miss::model_not_found};
+}
+
+std::vector<std::string> runtime::models() const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  std::vector<std::string> out;
+  for (auto& name : route_order_)
+    for (auto& m : routes_.at(name).rules.exact_names())
+      if (std::find(out.begin(), out.end(), m) == out.end())
+        out.push_back(m);
+  return out;
 }
 
 std::shared_ptr<const route_plan>
-runtime::route(const std::string& name) const {
-  std::shared_lock<std::shared_mutex> guard{mx_};
-  auto i = routes_.find(name);
-  if (i == routes_.end())
-    throw std::invalid_argument("unknown route '" + name + "'");
-  return i->second;
+runtime::route(const call_request& request) const {
+  auto m = find_route(request.route, request.model);
+  switch (m.miss) {
+  case route_miss::none:
+    return m.plan;
+  case route_miss::no_route:
+    throw std::invalid_argument("unknown route '" + request.route + "'");
+  case route_miss::model_required:
+    throw std::invalid_argument("route '" + request.route +
+                                "' needs the call's model");
+  case route_miss::model_not_found:
+    break;
+  }
+  throw std::invalid_argument("route '" + request.route +
+                              "' serves no model '" + request.model + "'");
 }
 
 std::vector<std::pair<std::string, tier_status>>
@@ -317,9 +388,15 @@ runtime::live_sessions() const {
 std::vector<std::string> runtime::scopes() const {
   std::shared_lock<std::shared_mutex> guard{mx_};
   std::vector<std::string> out;
-  for (auto& [name, plan] : routes_)
-    if (std::find(out.begin(), out.end(), plan->scope) == out.end())
+  auto add = [&](const std::shared_ptr<const route_plan>& plan) {
+    if (plan && std::find(out.begin(), out.end(), plan->scope) == out.end())
       out.push_back(plan->scope);
+  };
+  for (auto& [name, entry] : routes_) {
+    add(entry.fallback);
+    for (auto& plan : entry.by_model)
+      add(plan);
+  }
   return out;
 }
 
@@ -389,7 +466,7 @@ runtime::make_governor_config(call_request request, const call_options& options,
   g.on_done = std::move(done);
   if (g.on_done)
     g.on_chunk = options.on_chunk;
-  g.route = route(request.route);
+  g.route = route(request);
   g.admission = tiers_.path(session(options.session),
                             options.connection.value_or(embedded_connection_));
   g.wait_timeout = cfg_.admission.wait_timeout;

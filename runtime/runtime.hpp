@@ -22,9 +22,21 @@
 #include "actors/simulated_source.hpp"
 #include "runtime/admission_config.hpp"
 #include "runtime/admission_tiers.hpp"
+#include "runtime/policy/model_match.hpp"
 #include "runtime/redis_client.hpp"
 
 namespace sluice {
+
+/// One entry of a route's model table: calls whose `model` matches
+/// `pattern` (an exact name, or a glob such as "gpt-4o*"; see
+/// runtime/policy/model_match.hpp) go to these sources.
+struct model_route {
+  std::string pattern;
+  /// Source names, in preference order.
+  std::vector<std::string> sources;
+  /// Optional weights, one per source.
+  std::vector<double> weights;
+};
 
 /// A route: which call policy ("kind") governs its calls and which sources
 /// serve it.
@@ -32,12 +44,34 @@ struct route_config {
   std::string name;
   /// Key into `runtime_config::kinds`.
   std::string kind = "chat";
-  /// Source names, in preference order.
+  /// Source names, in preference order: the route's default, for a call
+  /// whose model no entry of `models` matches or that names none. Empty
+  /// (only with `models`): such a call is refused.
   std::vector<std::string> sources;
   /// Optional weights, one per source (weighted random order instead).
   std::vector<double> weights;
-  /// Scope of progress; default: the route's name.
+  /// Scope of progress; default: the route's name. Each model entry's
+  /// calls are judged apart: "SCOPE model PATTERN".
   std::string scope;
+  /// Routing by the call's model (`call_request::model`).
+  std::vector<model_route> models{};
+};
+
+/// Why no sources were found for a call.
+enum class route_miss {
+  none,
+  /// No route of that name.
+  no_route,
+  /// The route routes by model only and the call names none.
+  model_required,
+  /// The route has no entry for the call's model and no default.
+  model_not_found,
+};
+
+/// The plan a call's route and model select (null with a miss).
+struct route_match {
+  std::shared_ptr<const route_plan> plan;
+  route_miss miss = route_miss::none;
 };
 
 /// Settings of one source's breaker and source tier.
@@ -46,6 +80,9 @@ struct source_settings {
   policy::aimd_config aimd;
   /// Optional rate quota.
   std::optional<policy::quota_config> quota;
+  /// The upstream's own name for models the clients name: a call for key
+  /// "gpt-4o" reaches this source with the value in its body's `model`.
+  std::map<std::string, std::string> model_names{};
 };
 
 /// Everything the runtime needs at start.
@@ -144,12 +181,23 @@ public:
                               const source_settings& settings = {});
 
   /// Registers a route. Throws `config_error` naming the key if its kind or
-  /// a source is unknown, or its weights do not match its sources.
+  /// a source is unknown, its weights do not match its sources, or a model
+  /// pattern is malformed or listed twice.
   void add_route(route_config route);
+
+  /// The plan for a call on `route` naming `model` (empty: none): the
+  /// route's model entry the model matches, else its default sources.
+  route_match find_route(const std::string& route,
+                         const std::string& model) const;
+
+  /// The model names the routes list exactly (globs are not models), each
+  /// once, in the order the routes were added.
+  std::vector<std::string> models() const;
 
   /// Starts a call; `done` runs once, on an actor thread, with the result
   /// (`call_status::cancelled` if the call was cancelled). Throws
-  /// `std::invalid_argument` for an unknown route.
+  /// `std::invalid_argument` for an unknown route, or a model the route
+  /// cannot serve (see `find_route`).
   call_handle call(call_request request, std::function<void(call_result)> done,
                    const call_options& options = {});
 
@@ -251,7 +299,7 @@ private:
   void add_source(const std::string& name, source_actor actor,
                   const source_settings& settings, bool self_timed);
 
-  std::shared_ptr<const route_plan> route(const std::string& name) const;
+  std::shared_ptr<const route_plan> route(const call_request& request) const;
 
   governor_config make_governor_config(call_request request,
                                        const call_options& options,
@@ -272,7 +320,15 @@ private:
   mutable std::shared_mutex mx_;
   std::map<std::string, source_handle> sources_;
   std::map<std::string, http_source> http_sources_;
-  std::map<std::string, std::shared_ptr<const route_plan>> routes_;
+  struct route_entry {
+    /// The default plan (null: none).
+    std::shared_ptr<const route_plan> fallback;
+    policy::model_rules rules;
+    std::vector<std::shared_ptr<const route_plan>> by_model;
+  };
+  std::map<std::string, route_entry> routes_;
+  /// Route names in the order they were added.
+  std::vector<std::string> route_order_;
   struct kept_session {
     tier_handle tier;
     time_point last_used;

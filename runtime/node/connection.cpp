@@ -266,10 +266,45 @@ void connection::handle() {
     }
     return;
   }
+  if (*path == "/v1/models" || path->rfind("/v1/models/", 0) == 0) {
+    if (only(http::verb::get, "use GET /v1/models"))
+      list_models(path->substr(std::min(path->size(), size_t{11})));
+    return;
+  }
   if (!front_.rt.has_route(*path))
     return refuse(errc::not_found, "no route " + echo(*path), keep_);
   if (only(http::verb::post, "use POST on a call route"))
     start_call(*path);
+}
+
+// GET /v1/models (`id` empty) or /v1/models/ID, in OpenAI's shapes.
+void connection::list_models(const std::string& id) {
+  auto entry = [&](const std::string& name) {
+    return json{{"id", name},
+                {"object", "model"},
+                {"created", front_.started_unix},
+                {"owned_by", "sluice"}};
+  };
+  auto models = front_.rt.models();
+  if (id.empty()) {
+    json data = json::array();
+    for (auto& m : models)
+      data.push_back(entry(m));
+    return write(make_response(
+        200, json_text({{"object", "list"}, {"data", std::move(data)}}), keep_,
+        version_));
+  }
+  if (std::find(models.begin(), models.end(), id) == models.end())
+    return refuse_model(id);
+  write(make_response(200, json_text(entry(id)), keep_, version_));
+}
+
+void connection::refuse_model(const std::string& model) {
+  ++front_.counters.requests_refused;
+  auto body = error_body(errc::model_not_found,
+                         "The model " + echo(model) + " does not exist");
+  body["error"]["param"] = "model";
+  write(make_response(404, json_text(body), keep_, version_));
 }
 
 // -- answers ------------------------------------------------------------------
@@ -331,7 +366,24 @@ void connection::start_call(const std::string& path) {
   auto facts = inspect_body(request_.body());
   if (!facts.error.empty())
     return refuse(errc::bad_request, facts.error, keep_);
+  auto model = facts.model.value_or("");
+  switch (front_.rt.find_route(path, model).miss) {
+  case route_miss::none:
+    break;
+  case route_miss::no_route: // removed meanwhile
+    return refuse(errc::not_found, "no route " + echo(path), keep_);
+  case route_miss::model_required: {
+    ++front_.counters.requests_refused;
+    auto body = error_body(errc::bad_request,
+                           "you must provide a model parameter");
+    body["error"]["param"] = "model";
+    return write(make_response(400, json_text(body), keep_, version_));
+  }
+  case route_miss::model_not_found:
+    return refuse_model(model);
+  }
   call_request call{path, std::move(request_.body())};
+  call.model = std::move(model);
   call.stream = facts.stream;
   opts.connection = tier_;
   ++front_.in_flight;

@@ -72,6 +72,8 @@ private:
   // -- calls
   // -------------------------------------------------------------------
   void start_call(const std::string& path);
+  void list_models(const std::string& id);
+  void refuse_model(const std::string& model);
   void watch_client();
   void forget_pending();
   void on_result(call_result r);

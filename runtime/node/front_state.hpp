@@ -4,6 +4,7 @@
 // runtime, settings, counters, the connection registry and the I/O context.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,6 +65,10 @@ struct front_state {
 
   runtime& rt;
   node_settings settings;
+  /// When the front started, Unix seconds (`created` in /v1/models).
+  int64_t started_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   node_metrics metrics;
   event_hub events;
   front_counters counters;

@@ -30,9 +30,11 @@ response make_response(unsigned status, std::string body, bool keep_alive,
 json error_body(errc code, const std::string& message) {
   auto info = describe(code);
   return json{{"error",
-               {{"type", std::string{info.name}},
-                {"code", info.json_code},
-                {"message", message}}}};
+               {{"message", message},
+                {"type", std::string{info.type}},
+                {"param", nullptr},
+                {"code", std::string{info.name}},
+                {"sluice_code", info.json_code}}}};
 }
 
 void set_retry_after(response& res, double seconds) {

@@ -27,7 +27,9 @@ std::string json_text(const json& j);
 response make_response(unsigned status, std::string body, bool keep_alive,
                        unsigned version);
 
-/// `{"error": {"type", "code", "message"}}` for `code`.
+/// OpenAI's error shape for `code`: `{"error": {"message", "type", "param",
+/// "code", "sluice_code"}}` -- `code` our stable name (OpenAI's where it
+/// has one, e.g. "model_not_found"), `sluice_code` our number (-32016...).
 json error_body(errc code, const std::string& message);
 
 /// The error `code` as a response, with the status `describe(code)` gives

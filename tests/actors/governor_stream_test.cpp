@@ -40,6 +40,8 @@ test_source streaming(std::string name, duration latency,
   p.transient_rate = transient;
   p.stream_break_rate = breaks;
   s.sim.phases = {p};
+  // A fixed body: three generic chunks per stream, whatever the payload.
+  s.sim.body = fallback_body;
   s.breaker = lenient_breaker();
   return s;
 }

@@ -29,6 +29,7 @@
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
+#include "child_process.hpp"
 #include "fakes/raw_upstream.hpp"
 #include "messages/atoms.hpp"
 
@@ -381,60 +382,63 @@ TEST_CASE("base_url: a bad port, userinfo and other schemes are refused, "
 
 // -- resource exhaustion -----------------------------------------------------
 
+// Run only as the child of the case below (hidden: "[.]"); its exit code
+// is the verdict.
+TEST_CASE("fd exhaustion child: a source used with no descriptor left",
+          "[.][fd_child]") {
+  int code = 10;
+  {
+    // A low limit, so that exhausting it is quick.
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    lim.rlim_cur = std::min<rlim_t>(lim.rlim_cur, 256);
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    caf::actor_system_config cfg;
+    caf::actor_system sys{cfg};
+    http_source_config c;
+    c.base_url = "http://127.0.0.1:9"; // never reached: no socket left
+    auto src = spawn_http_source(sys, c);
+    // Use every descriptor left.
+    std::vector<int> fds;
+    for (;;) {
+      int fd = ::open("/dev/null", O_RDONLY);
+      if (fd < 0)
+        break;
+      fds.push_back(fd);
+    }
+    code = errno == EMFILE ? 11 : 12;
+    if (code == 11) {
+      caf::scoped_actor self{sys};
+      self->request(src.actor, 10s, attempt_atom_v,
+                    call_request{"/v1/x", "{}"})
+          .receive(
+              [&](const source_reply& r) {
+                code = r.kind == policy::outcome_kind::transient ? 0 : 13;
+              },
+              [&](caf::error&) { code = 14; });
+    }
+    for (int fd : fds)
+      ::close(fd);
+  }
+  ::_exit(code);
+}
+
 TEST_CASE("a source first used when no file descriptor is left fails the "
           "call, not the process") {
-  // In a child: fds and rlimits are process-wide, and the failure this
-  // guards against was an abort.
-  auto pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int code = 10;
-    {
-      // A low limit, so that exhausting it is quick.
-      rlimit lim{};
-      ::getrlimit(RLIMIT_NOFILE, &lim);
-      lim.rlim_cur = std::min<rlim_t>(lim.rlim_cur, 256);
-      ::setrlimit(RLIMIT_NOFILE, &lim);
-      caf::actor_system_config cfg;
-      caf::actor_system sys{cfg};
-      http_source_config c;
-      c.base_url = "http://127.0.0.1:9"; // never reached: no socket left
-      auto src = spawn_http_source(sys, c);
-      // Use every descriptor left.
-      std::vector<int> fds;
-      for (;;) {
-        int fd = ::open("/dev/null", O_RDONLY);
-        if (fd < 0)
-          break;
-        fds.push_back(fd);
-      }
-      code = errno == EMFILE ? 11 : 12;
-      if (code == 11) {
-        caf::scoped_actor self{sys};
-        self->request(src.actor, 10s, attempt_atom_v,
-                      call_request{"/v1/x", "{}"})
-            .receive(
-                [&](const source_reply& r) {
-                  code = r.kind == policy::outcome_kind::transient ? 0 : 13;
-                },
-                [&](caf::error&) { code = 14; });
-      }
-      for (int fd : fds)
-        ::close(fd);
-    }
-    ::_exit(code);
-  }
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      FAIL("the child hung");
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  INFO("0 = transient; 11..14 = other outcomes; a signal = a crash");
+  // In a child process (this binary, the hidden case above): descriptors
+  // and rlimits are process-wide, and the failure this guards against was
+  // an abort.
+  sluice::testing::child_process child{
+      {"/proc/self/exe", "fd exhaustion child: a source used with no "
+                         "descriptor left"},
+      {true, true, {}}};
+  auto status = child.wait_status(60s);
+  auto output = child.rest();
+  INFO(output);
+  for (auto& report : sluice::testing::undefined_behaviour(output))
+    FAIL_CHECK("UBSan in the child: " << report);
+  INFO("0 = transient; 11..14 = other outcomes; a signal = a crash or a "
+       "hang");
   REQUIRE_FALSE(WIFSIGNALED(status));
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);

@@ -404,7 +404,7 @@ sources = ["fake-openai"]
     expect(err !== null, 'the call did not throw');
     expect(err instanceof OpenAI.APIError, `threw ${err?.constructor?.name}: ${err?.message}`);
     expect(err.status === 404, `status ${err.status}, expected 404 (${err.message})`);
-    expect(err.error?.type === 'not_found', `error body ${JSON.stringify(err.error)}`);
+    expect(err.error?.code === 'not_found', `error body ${JSON.stringify(err.error)}`);
     expect(upstream.requests.length === before, 'the upstream was called');
     return err.message;
   });

@@ -24,12 +24,17 @@ TEST_CASE("every error has a distinct name and JSON code") {
        {errc::tool_busy, errc::all_sources_exhausted,
         errc::governance_backend_error, errc::upstream_error, errc::bad_request,
         errc::not_found, errc::method_not_allowed, errc::payload_too_large,
-        errc::headers_too_large, errc::overloaded, errc::shutting_down}) {
+        errc::headers_too_large, errc::overloaded, errc::shutting_down,
+        errc::model_not_found}) {
     codes.insert(describe(x).json_code);
     names.insert(to_string(x));
+    auto type = describe(x).type;
+    CHECK((type == "invalid_request_error" || type == "server_error"));
+    CHECK((describe(x).http_status < 500) == (type == "invalid_request_error"));
   }
-  CHECK(codes.size() == 11);
-  CHECK(names.size() == 11);
+  CHECK(codes.size() == 12);
+  CHECK(names.size() == 12);
+  CHECK(describe(errc::model_not_found).http_status == 404);
   CHECK(describe(errc::bad_request).http_status == 400);
   CHECK(describe(errc::not_found).http_status == 404);
   CHECK(describe(errc::method_not_allowed).http_status == 405);

@@ -16,16 +16,14 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child_process.hpp"
 #include "loopback_http.hpp"
 #include "runtime/redis_leases.hpp"
 #include "test_redis.hpp"
 #include "test_upstream.hpp"
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 using namespace sluice;
@@ -38,42 +36,12 @@ namespace {
 // One sluice-node process on a free port, its stdout read for the port.
 class node_process {
 public:
-  explicit node_process(const std::string& config_path) {
-    int out[2];
-    if (pipe(out) != 0)
-      throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::vector<std::string> args{SLUICE_NODE_BINARY, "--config", config_path,
-                                  "--listen", "127.0.0.1:0"};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    auto rc = posix_spawn(&pid_, SLUICE_NODE_BINARY, &actions, nullptr,
-                          argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (rc != 0)
-      throw std::runtime_error("cannot start sluice-node");
-    // "sluice-node listening on http://127.0.0.1:PORT (...)"
-    std::string line;
-    char c;
-    while (read(out[0], &c, 1) == 1 && c != '\n')
-      line += c;
-    stdout_ = out[0];
-    auto at = line.find("127.0.0.1:");
-    if (at == std::string::npos)
-      throw std::runtime_error("sluice-node said: " + line);
-    port_ = static_cast<uint16_t>(std::stoi(line.substr(at + 10)));
+  explicit node_process(const std::string& config_path)
+    : child_{{SLUICE_NODE_BINARY, "--config", config_path, "--listen",
+              "127.0.0.1:0"}},
+      port_{child_.listening_port()} {
   }
 
-  ~node_process() {
-    signal(SIGKILL);
-    close(stdout_);
-  }
 
   uint16_t port() const { return port_; }
 
@@ -86,18 +54,14 @@ public:
     return doc["tiers"]["cluster"]["held_here"].get<int>();
   }
 
+  // Sends `sig` and waits for the exit.
   void signal(int sig) {
-    if (pid_ <= 0)
-      return;
-    kill(pid_, sig);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
+    child_.signal(sig);
+    child_.wait_status();
   }
 
 private:
-  pid_t pid_ = -1;
-  int stdout_ = -1;
+  sluice::testing::child_process child_;
   uint16_t port_ = 0;
 };
 

@@ -92,7 +92,9 @@ TEST_CASE_METHOD(fixture, "the node answers health checks and calls") {
   auto r = exchange(port(), http::verb::post, "/v1/chat/completions",
                     R"({"messages":[]})");
   CHECK(r.status == 200);
-  CHECK(r.doc()["object"] == "simulated");
+  // The simulator answers a chat in OpenAI's shape.
+  CHECK(r.doc()["object"] == "chat.completion");
+  CHECK(r.doc()["choices"][0]["message"]["role"] == "assistant");
 }
 
 TEST_CASE_METHOD(fixture,
@@ -125,8 +127,10 @@ TEST_CASE_METHOD(fixture,
     CHECK(r.status == c.status);
     auto doc = r.doc();
     REQUIRE(doc.is_object());
-    CHECK(doc["error"]["type"] == c.type);
-    CHECK(doc["error"]["code"] == c.code);
+    // OpenAI's shape: our name as `code`, our number beside it.
+    CHECK(doc["error"]["code"] == c.type);
+    CHECK(doc["error"]["sluice_code"] == c.code);
+    CHECK(doc["error"]["type"] == "invalid_request_error");
     CHECK(doc["error"]["message"].is_string());
   }
   // Nothing leaked, the node still serves.
@@ -139,10 +143,10 @@ TEST_CASE_METHOD(fixture,
                  "Retry-After") {
   auto picky = exchange(port(), http::verb::post, "/picky", "{}");
   CHECK(picky.status == 400);
-  CHECK(picky.doc()["error"] == "simulated 400");
+  CHECK(picky.doc()["error"]["message"] == "simulated 400");
   auto broken = exchange(port(), http::verb::post, "/broken", "{}");
   CHECK(broken.status == 503);
-  CHECK(broken.doc()["error"]["type"] == "all_sources_exhausted");
+  CHECK(broken.doc()["error"]["code"] == "all_sources_exhausted");
   CHECK(broken.doc()["error"]["reason"] == "retry_exhausted");
   CHECK(broken.doc()["error"]["attempts"].size() == 1);
   CHECK_FALSE(broken.retry_after.empty());
@@ -158,8 +162,8 @@ TEST_CASE_METHOD(fixture,
   REQUIRE(eventually([&] { return slow.stats->in_flight == 1; }));
   auto second = exchange(port(), http::verb::post, "/slow", "{}", "alice");
   CHECK(second.status == 503);
-  CHECK(second.doc()["error"]["type"] == "tool_busy");
-  CHECK(second.doc()["error"]["code"] == -32016);
+  CHECK(second.doc()["error"]["code"] == "tool_busy");
+  CHECK(second.doc()["error"]["sluice_code"] == -32016);
   CHECK(second.doc()["error"]["tier"] == "session");
   CHECK_FALSE(second.retry_after.empty());
   t.join();
@@ -312,10 +316,14 @@ TEST_CASE_METHOD(fixture, "a streamed call is passed through as server-sent "
   CHECK(c.all.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(c.all.find("Content-Type: text/event-stream") != std::string::npos);
   CHECK(c.all.find("Transfer-Encoding: chunked") != std::string::npos);
-  CHECK(c.all.find("simulated chunk 0") < c.all.find("simulated chunk 2"));
+  // OpenAI's chunks: the role first, the finish_reason last, then [DONE].
+  CHECK(c.all.find("\"role\":\"assistant\"") <
+        c.all.find("\"finish_reason\":\"stop\""));
+  CHECK(c.all.find("\"finish_reason\":\"stop\"") <
+        c.all.find("data: [DONE]"));
   CHECK(c.all.find("data: [DONE]") != std::string::npos);
-  // Incremental: the first chunk came about 600 ms before [DONE], not with it.
-  auto first = c.arrival("simulated chunk 0");
+  // Incremental: the first chunk came well before [DONE], not with it.
+  auto first = c.arrival("\"role\":\"assistant\"");
   auto done = c.arrival("data: [DONE]");
   CHECK(done - first > 300ms);
   // The connection stays usable after the stream.

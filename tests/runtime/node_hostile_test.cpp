@@ -15,9 +15,7 @@
 #include <vector>
 
 #include <csignal>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -28,6 +26,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "child_process.hpp"
 #include "fakes/script_upstream.hpp"
 #include "loopback_http.hpp"
 #include "messages/errors.hpp"
@@ -167,15 +166,6 @@ std::string post_text(const std::string& target, const std::string& body,
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-// Reads everything until the peer closes or `limit` passes.
-std::string read_all(uint16_t port, const std::string& bytes,
-                     clk::duration limit = 10s) {
-  stream_client c{port};
-  net::write(c.stream.socket(), net::buffer(bytes));
-  c.read_until("\x01never\x01", limit);
-  return c.all;
-}
-
 // The body of a chunked HTTP response (header dropped, chunks joined).
 std::string dechunk(const std::string& response) {
   std::string body;
@@ -306,7 +296,7 @@ TEST_CASE("hostile: invalid UTF-8 in a path, a target or a session id gets a "
                         "GET /\xff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
   CHECK(r.status == 404);
   REQUIRE(r.doc().is_object());
-  CHECK(r.doc()["error"]["type"] == "not_found");
+  CHECK(r.doc()["error"]["code"] == "not_found");
   r = raw_exchange(node.port(),
                    post_text("/v1/chat/completions\xc3\x28", "{}"));
   CHECK(r.status == 404);
@@ -315,7 +305,7 @@ TEST_CASE("hostile: invalid UTF-8 in a path, a target or a session id gets a "
                    post_text("/v1/chat/completions", "{}",
                              "X-Session-Id: \xff\xfe\r\n"));
   CHECK(r.status == 400);
-  CHECK(r.doc()["error"]["type"] == "bad_request");
+  CHECK(r.doc()["error"]["code"] == "bad_request");
   // A body whose strings are not UTF-8 is not JSON.
   r = raw_exchange(node.port(),
                    post_text("/v1/chat/completions", "{\"m\":\"\xff\"}"));
@@ -356,7 +346,7 @@ TEST_CASE("hostile: /events subscribers leave with their connection, are "
   CHECK(subs[0]->has(R"("source":"up")"));
   auto r = exchange(node.port(), http::verb::get, "/events");
   CHECK(r.status == 503);
-  CHECK(r.doc()["error"]["type"] == "overloaded");
+  CHECK(r.doc()["error"]["code"] == "overloaded");
   // Pings every 0.2 s keep the stream alive.
   CHECK(subs[0]->read_until(": ping", 3s));
 }
@@ -491,7 +481,7 @@ TEST_CASE("hostile: a call cut off by the shutdown grace period gets a 503 "
   CHECK(left == 1);
   auto r = read_reply(c.stream, c.ioc);
   CHECK(r.status == 503);
-  CHECK(r.doc()["error"]["type"] == "shutting_down");
+  CHECK(r.doc()["error"]["code"] == "shutting_down");
   CHECK(r.retry_after == "1");
   release = true;
 }
@@ -556,31 +546,12 @@ TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
           "spinning and serves again when they come back",
           "[node][hostile]") {
   // sluice-node on its default config with a hard limit of 128 descriptors.
-  int out[2];
-  REQUIRE(pipe(out) == 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  std::vector<std::string> args{"/usr/bin/prlimit", "--nofile=128:128",
-                                SLUICE_NODE_BINARY, "--listen",
-                                "127.0.0.1:0"};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  REQUIRE(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(),
-                      environ) == 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  std::string line;
-  char ch;
-  while (read(out[0], &ch, 1) == 1 && ch != '\n')
-    line += ch;
-  auto at = line.find("127.0.0.1:");
-  REQUIRE(at != std::string::npos);
-  auto port = static_cast<uint16_t>(std::stoi(line.substr(at + 10)));
+  sluice::testing::child_process node{
+      {"/usr/bin/prlimit", "--nofile=128:128", SLUICE_NODE_BINARY,
+       "--listen", "127.0.0.1:0"},
+      {true, true, {}}};
+  auto port = node.listening_port();
+  auto pid = node.pid();
 
   {
     // 200 idle connections: the node has descriptors for fewer.
@@ -604,8 +575,7 @@ TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
   CHECK(st["refused"]["accept_errors"].get<int>() > 0);
   CHECK(exchange(port, http::verb::post, "/v1/chat/completions", "{}")
             .status == 200);
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  close(out[0]);
+  node.signal(SIGKILL);
+  for (auto& report : sluice::testing::undefined_behaviour(node.rest()))
+    FAIL_CHECK("UBSan in the child: " << report);
 }

@@ -12,107 +12,29 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "child_process.hpp"
 #include "loopback_http.hpp"
-
-extern char** environ;
 
 using namespace std::chrono_literals;
 using namespace sluice::testing::loopback;
 
 namespace {
 
-// Runs sluice-node with `args`; its stdout (and stderr) readable.
-class node_run {
-public:
-  explicit node_run(std::vector<std::string> args) {
-    int out[2];
-    if (pipe(out) != 0)
-      throw std::runtime_error("pipe");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    args.insert(args.begin(), SLUICE_NODE_BINARY);
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    auto rc = posix_spawn(&pid_, SLUICE_NODE_BINARY, &actions, nullptr,
-                          argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (rc != 0)
-      throw std::runtime_error("cannot start sluice-node");
-    out_ = out[0];
+// sluice-node with `args`; stdout and stderr on one pipe.
+struct node_run : sluice::testing::child_process {
+  explicit node_run(std::vector<std::string> args)
+    : child_process(with_binary(std::move(args)), options{true, false, {}}) {
   }
-
-  ~node_run() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(out_);
-  }
-
-  // The next line of output ("" at the end).
-  std::string line() {
-    std::string l;
-    char c;
-    while (read(out_, &c, 1) == 1 && c != '\n')
-      l += c;
-    return l;
-  }
-
-  // The listening port from "sluice-node listening on http://H:PORT (...)".
-  uint16_t port() {
-    auto l = line();
-    auto at = l.find("http://127.0.0.1:");
-    if (at == std::string::npos)
-      throw std::runtime_error("sluice-node said: " + l);
-    return static_cast<uint16_t>(std::stoi(l.substr(at + 17)));
-  }
-
-  void signal(int sig) const { kill(pid_, sig); }
-
-  // Whether the process is still running.
-  bool alive() {
-    int status = 0;
-    auto r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      status_ = status;
-      pid_ = -1;
-    }
-    return pid_ > 0;
-  }
-
-  // Waits (bounded) for the exit; returns the exit code, -1 if killed by a
-  // signal or still running.
-  int wait_exit(std::chrono::seconds limit = 30s) {
-    auto end = std::chrono::steady_clock::now() + limit;
-    while (alive() && std::chrono::steady_clock::now() < end)
-      std::this_thread::sleep_for(10ms);
-    if (pid_ > 0 || !WIFEXITED(status_))
-      return -1;
-    return WEXITSTATUS(status_);
-  }
-
-  // Everything left on the output.
-  std::string rest() {
-    std::string all, l;
-    while (!(l = line()).empty() || alive())
-      all += l + "\n";
-    return all;
-  }
+  uint16_t port() { return listening_port(); }
 
 private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  int status_ = 0;
+  static std::vector<std::string> with_binary(std::vector<std::string> args) {
+    args.insert(args.begin(), SLUICE_NODE_BINARY);
+    return args;
+  }
 };
 
 std::string write_file(const std::string& name, const std::string& text) {

@@ -263,7 +263,7 @@ TEST_CASE_METHOD(node_fixture,
     auto r = post("/v1/breaker");
     INFO("call " << i << ": " << r.body);
     CHECK(r.status == 503);
-    CHECK(r.doc()["error"]["type"] == "all_sources_exhausted");
+    CHECK(r.doc()["error"]["code"] == "all_sources_exhausted");
   }
   CHECK(eventually([&] { return breaker_state("flaky") == "open"; }, 5s));
   CHECK(events.read_until(R"("source":"flaky","to":"open")", 5s));
@@ -331,8 +331,8 @@ TEST_CASE_METHOD(node_fixture,
     CHECK(doc.is_object());
     if (!doc.is_object())
       continue;
-    CHECK(doc["error"]["code"] == -32016);
-    CHECK(doc["error"]["type"] == "tool_busy");
+    CHECK(doc["error"]["sluice_code"] == -32016);
+    CHECK(doc["error"]["code"] == "tool_busy");
     CHECK(doc["error"]["tier"] == "session");
     CHECK_FALSE(r.retry_after.empty());
   }
@@ -414,8 +414,8 @@ TEST_CASE_METHOD(node_fixture,
     CHECK(r.status == 400);
     auto doc = r.doc();
     REQUIRE(doc.is_object());
-    CHECK(doc["error"]["type"] == "bad_request");
-    CHECK(doc["error"]["code"] == -32600);
+    CHECK(doc["error"]["code"] == "bad_request");
+    CHECK(doc["error"]["sluice_code"] == -32600);
     still_serving();
   }
   SECTION("a TLS hello on the plain port") {
@@ -424,7 +424,7 @@ TEST_CASE_METHOD(node_fixture,
                                               11});
     INFO(r.body);
     CHECK(r.status == 400);
-    CHECK(r.doc()["error"]["type"] == "bad_request");
+    CHECK(r.doc()["error"]["code"] == "bad_request");
     still_serving();
   }
   SECTION("200 headers of 100 bytes") {

@@ -1,0 +1,83 @@
+#pragma once
+
+// A child process for tests that run the built binaries (sluice-node, or a
+// test executable re-run for one hidden case): its output read line by
+// line, its exit awaited with a bound, and SIGKILL at destruction so a
+// failed test leaves nothing running.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace sluice::testing {
+
+class child_process {
+public:
+  struct options {
+    // stderr goes to the same pipe as stdout (otherwise it is inherited).
+    bool merge_stderr = false;
+    // The child will run out of file descriptors on purpose (see
+    // `environment_without_descriptors`).
+    bool exhausts_descriptors = false;
+    // Extra NAME=VALUE entries for the child's environment.
+    std::vector<std::string> env;
+  };
+
+  // Runs argv[0] (a path) with `argv`; throws if it cannot be started.
+  explicit child_process(std::vector<std::string> argv);
+  child_process(std::vector<std::string> argv, options opts);
+  ~child_process();
+
+  child_process(const child_process&) = delete;
+  child_process& operator=(const child_process&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+
+  // The next line of output ("" at the end).
+  std::string line();
+
+  // Everything left on the output, until the child exits.
+  std::string rest();
+
+  // The port from "sluice-node listening on http://127.0.0.1:PORT (...)",
+  // read from the next line; throws with the line if it says otherwise.
+  uint16_t listening_port();
+
+  void signal(int sig) const;
+
+  // Whether the process is still running (reaps it when it is not).
+  bool alive();
+
+  // Waits (bounded) for the exit; the exit code, or -1 if it was killed by
+  // a signal or is still running.
+  int wait_exit(std::chrono::seconds limit = std::chrono::seconds{30});
+
+  // Waits (bounded; SIGKILL after `limit`) and returns the raw wait status.
+  int wait_status(std::chrono::seconds limit = std::chrono::seconds{60});
+
+private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  int status_ = 0;
+};
+
+// This process's environment for a child that exhausts its descriptors.
+// UBSan's vptr check probes memory through pipe(); with no descriptor left
+// every probe fails and each first-seen cast is reported as an "invalid
+// vptr" (false). UBSan reads its suppressions file lazily, at the first
+// report, which also needs a descriptor; so the child's vptr reports do
+// not halt it (the build makes only them recoverable), and
+// `undefined_behaviour` sorts the output afterwards.
+std::vector<std::string> environment_without_descriptors();
+
+// The UBSan reports in a child's output, except "invalid vptr" ones: in a
+// process whose descriptors come and go at the limit the vptr check's
+// probes fail at random (a report may even print the memory it could not
+// probe a moment before), so its verdict means nothing there. The same
+// code paths run under the full check in every other test.
+std::vector<std::string> undefined_behaviour(const std::string& output);
+
+} // namespace sluice::testing
