@@ -1,7 +1,7 @@
 #include "actors/http_source.hpp"
 
+#include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -9,9 +9,6 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
-
-#include <sys/socket.h>
-#include <sys/types.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -26,6 +23,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/attempt_book.hpp"
+#include "actors/upstream_connection.hpp"
 #include "actors/upstream_response.hpp"
 #include "runtime/log.hpp"
 #include "runtime/policy/http_outcome.hpp"
@@ -44,6 +42,7 @@ struct parsed_url {
   std::string port;
   std::string prefix;
   bool ipv6 = false;
+  bool https = false;
 };
 
 bool is_host_char(char c) {
@@ -51,23 +50,19 @@ bool is_host_char(char c) {
          c == '_';
 }
 
-// The parts of an `http://HOST[:PORT][/PREFIX]` URL, or why it is refused
-// (in `why`).
+// The parts of an `http[s]://HOST[:PORT][/PREFIX]` URL, or why it is
+// refused (in `why`).
 std::optional<parsed_url> parse_url(const std::string& url, std::string& why) {
-  const std::string scheme = "http://";
-  if (url.compare(0, 8, "https://") == 0) {
-    why = "https:// is not supported yet (HTTPS upstreams come in a later "
-          "release); use http://";
-    return std::nullopt;
-  }
+  parsed_url u;
+  u.https = url.compare(0, 8, "https://") == 0;
+  const std::string scheme = u.https ? "https://" : "http://";
   if (url.compare(0, scheme.size(), scheme) != 0) {
-    why = "must be http://HOST[:PORT][/PATH]";
+    why = "must be http://HOST[:PORT][/PATH] or https://HOST[:PORT][/PATH]";
     return std::nullopt;
   }
   auto rest = url.substr(scheme.size());
   auto slash = rest.find('/');
   auto authority = rest.substr(0, slash);
-  parsed_url u;
   u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
   if (authority.find('@') != std::string::npos) {
     why = "no userinfo (user:password@) in the URL: put credentials in "
@@ -130,7 +125,7 @@ std::optional<parsed_url> parse_url(const std::string& url, std::string& why) {
     }
     u.port = std::to_string(std::stoul(port_text)); // no leading zeros
   } else {
-    u.port = "80";
+    u.port = u.https ? "443" : "80";
   }
   for (char c : u.prefix)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '?' ||
@@ -141,6 +136,24 @@ std::optional<parsed_url> parse_url(const std::string& url, std::string& why) {
   if (!u.prefix.empty() && u.prefix.back() == '/')
     u.prefix.pop_back();
   return u;
+}
+
+// `text` (OpenSSL's reasons, our own words) fit inside a JSON string.
+std::string json_safe(const std::string& text) {
+  std::string out;
+  for (char c : text)
+    if (c == '"' || c == '\\')
+      out += '\'';
+    else if (static_cast<unsigned char>(c) >= 0x20 &&
+             static_cast<unsigned char>(c) < 0x7f)
+      out += c;
+  return out;
+}
+
+// Names a source in log lines: `NAME (URL)`, or the URL alone.
+std::string log_label(const http_source_config& cfg) {
+  return cfg.log_name.empty() ? cfg.base_url
+                              : cfg.log_name + " (" + cfg.base_url + ")";
 }
 
 std::string header_value(const std::string& v) {
@@ -176,6 +189,30 @@ void validate(const http_source_config& cfg) {
     throw std::invalid_argument("max_body_bytes: must be positive");
   if (cfg.max_error_body_bytes == 0)
     throw std::invalid_argument("max_error_body_bytes: must be positive");
+  if (cfg.tls && !parse_url(cfg.base_url, why)->https)
+    throw std::invalid_argument(
+        "tls: TLS settings need an https:// base_url (got '" + cfg.base_url +
+        "')");
+  if (cfg.tls) {
+    try {
+      validate(*cfg.tls);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("tls." + std::string{e.what()});
+    }
+  }
+}
+
+void validate(const http_tls_config& cfg) {
+  if (!cfg.server_name.empty()) {
+    beast::error_code not_an_address;
+    net::ip::make_address(cfg.server_name, not_an_address);
+    auto& name = cfg.server_name;
+    if (not_an_address && !std::all_of(name.begin(), name.end(), is_host_char))
+      throw std::invalid_argument(
+          "server_name: a host name (letters, digits, '-', '.', '_') or an "
+          "IP address");
+  }
+  upstream::make_tls_context(cfg); // checks the files, then is dropped
 }
 
 namespace {
@@ -199,7 +236,7 @@ private:
 
   struct exchange {
     uint64_t id = 0;
-    std::unique_ptr<beast::tcp_stream> stream;
+    std::unique_ptr<upstream::connection> stream;
     bool reused = false;
     http::request<http::string_body> req;
     /// The answer being read (a new one per request sent).
@@ -211,6 +248,9 @@ private:
     clock_type::time_point sent{};
     /// The attempt's own deadline (`call_request::timeout`), if it has one.
     std::optional<clock_type::time_point> deadline;
+    /// Why the connection could not be set up, for the reply's body (a
+    /// TLS refusal's reason; empty: the generic note).
+    std::string setup_failure;
   };
   using exchange_ptr = std::shared_ptr<exchange>;
 
@@ -236,10 +276,8 @@ private:
       log_limited(lim, spdlog::level::warn,
                   "http source {}: attempt failed in {}: {}", where_, step,
                   what);
-      if (ex->stream) {
-        beast::error_code ec;
-        ex->stream->socket().close(ec);
-      }
+      if (ex->stream)
+        ex->stream->close();
       fail(ex, policy::outcome_kind::transient);
     } catch (...) {
       // Nothing left to do that could not throw again; the requester's
@@ -258,10 +296,16 @@ public:
       , resolver_(ioc_) {
     std::string why;
     url_ = *parse_url(cfg.base_url, why); // validated at spawn
-    where_ = cfg.base_url;
+    where_ = log_label(cfg);
     host_header_ = url_.ipv6 ? "[" + url_.host + "]" : url_.host;
-    if (url_.port != "80")
+    if (url_.port != (url_.https ? "443" : "80"))
       host_header_ += ":" + url_.port;
+    if (url_.https) {
+      auto tls = cfg.tls.value_or(http_tls_config{});
+      tls_ = upstream::make_tls_context(tls);
+      peer_name_ = tls.server_name.empty() ? url_.host : tls.server_name;
+      verify_ = tls.verify;
+    }
     beast::error_code ec;
     auto addr = net::ip::make_address(url_.host, ec);
     if (!ec)
@@ -318,10 +362,8 @@ public:
       auto ex = i->second;
       self->active_.erase(i);
       ex->done = nullptr; // nobody waits for it any more
-      if (ex->stream) {
-        beast::error_code ec;
-        ex->stream->socket().close(ec);
-      }
+      if (ex->stream)
+        ex->stream->close();
       ++self->stats_->cancelled;
     });
   }
@@ -386,29 +428,11 @@ private:
     connect_or_reuse(ex);
   }
 
-  // Why a pooled connection may not carry another request, or nullptr if
-  // it may: anything the upstream sent since its last answer (a stale or
-  // extra answer) or its close would be read as the next call's answer.
-  static const char* pool_problem(beast::tcp_stream& s) {
-    auto& sock = s.socket();
-    if (!sock.is_open())
-      return "closed";
-    char byte;
-    auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0)
-      return "bytes pending from the upstream";
-    if (n == 0)
-      return "closed by the upstream";
-    if (errno == EAGAIN || errno == EWOULDBLOCK)
-      return nullptr;
-    return "socket error";
-  }
-
   void connect_or_reuse(const exchange_ptr& ex) {
     while (!idle_.empty()) {
       auto s = std::move(idle_.front());
       idle_.pop_front();
-      if (auto why = pool_problem(*s)) {
+      if (auto why = s->reuse_problem()) {
         ++stats_->pool_discards;
         static log_limit lim;
         log_limited(lim, spdlog::level::info,
@@ -422,22 +446,25 @@ private:
       return send(ex);
     }
     ex->reused = false;
-    ex->stream = std::make_unique<beast::tcp_stream>(ioc_);
+    ex->stream = std::make_unique<upstream::connection>(ioc_, tls_.get());
     auto connected = [this, ex](beast::error_code ec) {
       if (ec) {
         static log_limit lim;
         log_limited(lim, spdlog::level::info,
                     "http source {}: connect failed: {}", where_, ec.message());
-        return fail(ex, past_deadline(*ex) ? policy::outcome_kind::timeout
-                                           : policy::outcome_kind::transient);
+        return setup_failed(ex);
       }
       ++stats_->connections_opened;
+      if (ex->stream->secure())
+        return handshake(ex);
       send(ex);
     };
     if (endpoint_) {
       // An address: nothing to resolve (and no resolver thread to start).
-      ex->stream->expires_after(within_deadline(*ex, cfg_.connect_timeout));
-      ex->stream->async_connect(*endpoint_, guarded(ex, "connect", connected));
+      ex->stream->tcp().expires_after(
+          within_deadline(*ex, cfg_.connect_timeout));
+      ex->stream->tcp().async_connect(*endpoint_,
+                                      guarded(ex, "connect", connected));
       return;
     }
     // Resolve, then connect, each under the connect timeout.
@@ -451,17 +478,62 @@ private:
                     log_limited(lim, spdlog::level::info,
                                 "http source {}: resolving failed: {}", where_,
                                 ec.message());
-                    return fail(ex, policy::outcome_kind::transient);
+                    return setup_failed(ex);
                   }
-                  ex->stream->expires_after(
+                  ex->stream->tcp().expires_after(
                       within_deadline(*ex, cfg_.connect_timeout));
-                  ex->stream->async_connect(
+                  ex->stream->tcp().async_connect(
                       results, guarded(ex, "connect",
                                        [connected](beast::error_code ec,
                                                    const tcp::endpoint&) {
                                          connected(ec);
                                        }));
                 }));
+  }
+
+  // The TLS handshake of a new connection, under its own connect timeout
+  // (it is part of setting the connection up). A refused certificate is
+  // logged with OpenSSL's reason, which an operator can act on (unknown
+  // CA, wrong name, expired), and that reason is the reply's body.
+  void handshake(const exchange_ptr& ex) {
+    if (!ex->stream->expect_peer(peer_name_, verify_)) {
+      ++stats_->tls_handshake_failures;
+      return setup_failed(ex);
+    }
+    ex->stream->tcp().expires_after(within_deadline(*ex, cfg_.connect_timeout));
+    ex->stream->async_handshake(
+        guarded(ex, "handshake", [this, ex](beast::error_code ec) {
+          if (!ec) {
+            ++stats_->tls_handshakes;
+            return send(ex);
+          }
+          ++stats_->tls_handshake_failures;
+          auto refused = ex->stream->verify_failure();
+          if (!refused.empty()) {
+            ++stats_->tls_verify_failures;
+            static log_limit lim;
+            log_limited(lim, spdlog::level::warn,
+                        "http source {}: TLS certificate of '{}' refused: {}",
+                        where_, peer_name_, refused);
+            ex->setup_failure = "upstream TLS certificate refused: " + refused;
+            return setup_failed(ex);
+          }
+          auto why = ec == beast::error::timeout ? std::string{"timed out"}
+                                                 : ec.message();
+          static log_limit lim;
+          log_limited(lim, spdlog::level::info,
+                      "http source {}: TLS handshake failed: {}", where_, why);
+          ex->setup_failure = "upstream TLS handshake failed: " + why;
+          setup_failed(ex);
+        }));
+  }
+
+  // The connection could not be set up (resolving, connecting, the TLS
+  // handshake): a connection failure, `transient`, unless the attempt's own
+  // deadline ended it.
+  void setup_failed(const exchange_ptr& ex) {
+    fail(ex, past_deadline(*ex) ? policy::outcome_kind::timeout
+                                : policy::outcome_kind::transient);
   }
 
   // The next read's deadline: the first body byte within
@@ -475,12 +547,13 @@ private:
     auto next = ex->reader->body_bytes() == 0
                     ? ex->sent + cfg_.first_byte_timeout
                     : now + cfg_.idle_timeout;
-    ex->stream->expires_after(std::min(until, next) - now);
+    ex->stream->tcp().expires_after(std::min(until, next) - now);
   }
 
   void send(const exchange_ptr& ex) {
     ex->sent = clock_type::now();
-    ex->stream->expires_after(within_deadline(*ex, cfg_.first_byte_timeout));
+    ex->stream->tcp().expires_after(
+        within_deadline(*ex, cfg_.first_byte_timeout));
     ex->reader.emplace(limits_for(*ex));
     // Write the request, then read the answer as it comes.
     http::async_write(
@@ -512,7 +585,8 @@ private:
       pass_on(ex);
     }
     if (rd.verdict() == upstream::read_verdict::reading && ec) {
-      if (ec != net::error::eof || (ex->reused && !rd.received_any()))
+      if (!upstream::is_end_of_stream(ec) ||
+          (ex->reused && !rd.received_any()))
         return retry_or_fail(ex, ec);
       rd.eof(); // an answer delimited by the close, or one cut short
       pass_on(ex);
@@ -540,9 +614,15 @@ private:
       return; // cancelled
     if (ex->reused && !ex->reader->received_any() &&
         ec != beast::error::timeout) {
-      beast::error_code ignored;
-      ex->stream->socket().close(ignored);
+      ex->stream->close();
       return connect_or_reuse(ex);
+    }
+    if (upstream::is_tls_error(ec)) {
+      // E.g. an alert after the handshake: the upstream wanted a client
+      // certificate it did not get (TLS 1.3 says so only then).
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn, "http source {}: TLS error: {}",
+                  where_, ec.message());
     }
     fail(ex, ec == beast::error::timeout ? policy::outcome_kind::timeout
                                          : policy::outcome_kind::transient);
@@ -552,10 +632,8 @@ private:
     if (!ex->done)
       return;
     active_.erase(ex->id);
-    if (ex->stream) {
-      beast::error_code ec;
-      ex->stream->socket().close(ec);
-    }
+    if (ex->stream)
+      ex->stream->close();
     source_reply r;
     r.kind = kind;
     if (ex->reader && ex->reader->header_done()) {
@@ -563,6 +641,8 @@ private:
       r.body = kind == policy::outcome_kind::timeout
                    ? R"({"error":"upstream went silent in its answer"})"
                    : R"({"error":"upstream closed its answer early"})";
+    } else if (!ex->setup_failure.empty()) {
+      r.body = R"({"error":")" + json_safe(ex->setup_failure) + R"("})";
     } else {
       r.body = kind == policy::outcome_kind::timeout
                    ? R"({"error":"upstream did not answer in time"})"
@@ -605,8 +685,7 @@ private:
     if (rd.reusable() && idle_.size() < cfg_.max_idle_connections) {
       idle_.push_back(std::move(ex->stream));
     } else {
-      beast::error_code ec;
-      ex->stream->socket().close(ec);
+      ex->stream->close();
     }
     auto done = std::move(ex->done);
     done(std::move(r));
@@ -618,6 +697,11 @@ private:
   std::string host_header_;
   /// Names the source in log lines (no userinfo: `validate` refuses it).
   std::string where_;
+  /// An https:// source's TLS context (null: plain TCP), the name its
+  /// upstream's certificate must hold (and SNI), and whether it is checked.
+  std::shared_ptr<net::ssl::context> tls_;
+  std::string peer_name_;
+  bool verify_ = true;
   /// The upstream's address when `base_url` names one (no resolving).
   std::optional<tcp::endpoint> endpoint_;
   std::vector<std::pair<std::string, std::string>> headers_;
@@ -626,7 +710,7 @@ private:
   net::executor_work_guard<net::io_context::executor_type> work_;
   tcp::resolver resolver_;
   std::thread thread_;
-  std::deque<std::unique_ptr<beast::tcp_stream>> idle_;
+  std::deque<std::unique_ptr<upstream::connection>> idle_;
   std::unordered_map<uint64_t, exchange_ptr> active_;
 };
 
@@ -750,9 +834,18 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
 
 http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg) {
   validate(cfg);
+  std::string why;
+  bool tls = parse_url(cfg.base_url, why)->https;
+  bool verify = !cfg.tls || cfg.tls->verify;
+  // At start, once per source, on the caller's thread: not rate-limited.
+  if (!verify)
+    logger().warn("http source {}: tls.verify = false: the upstream's "
+                  "certificate is NOT checked; anyone on the path can read "
+                  "and change this source's traffic",
+                  log_label(cfg));
   auto stats = std::make_shared<http_source_stats>();
   auto a = sys.spawn(http_source_actor, std::move(cfg), stats);
-  return {caf::actor_cast<source_actor>(a), std::move(stats)};
+  return {caf::actor_cast<source_actor>(a), std::move(stats), tls, verify};
 }
 
 } // namespace sluice

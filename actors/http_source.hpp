@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,19 +15,47 @@
 
 namespace sluice {
 
-/// An upstream reached over HTTP/1.1.
+/// How an `https://` source checks its upstream and shows itself. The
+/// default verifies: the system CA store, SNI and the certificate's name
+/// checked against the URL's host (RFC 6125, OpenSSL's own matching).
+struct http_tls_config {
+  /// PEM file of the CAs to trust instead of the system store (empty: the
+  /// system store, `/etc/ssl/certs`).
+  std::string ca_file;
+  /// PEM certificate (chain) presented to an upstream that asks for one
+  /// (mutual TLS), and its PEM private key: both or neither.
+  std::string client_cert;
+  std::string client_key;
+  /// The name sent as SNI and required in the certificate (empty: the
+  /// URL's host). An IP address is checked against the certificate's IP
+  /// entries and not sent as SNI (RFC 6066).
+  std::string server_name;
+  /// Verify the upstream's certificate. `false` accepts any certificate
+  /// (anyone on the path can read and change the traffic): only when
+  /// written explicitly, logged as a warning at start and shown in /status.
+  bool verify = true;
+};
+
+/// An upstream reached over HTTP/1.1, plain or over TLS.
 struct http_source_config {
-  /// Where calls go: `http://HOST[:PORT][/PREFIX]`, HOST a name, an IPv4
+  /// Where calls go: `http[s]://HOST[:PORT][/PREFIX]`, HOST a name, an IPv4
   /// address or a bracketed IPv6 one (`http://[::1]:8080`), PORT 1..65535
-  /// (default 80). No userinfo (`user:pw@`): credentials go in `headers`.
-  /// A call on route `/v1/x` is sent as `POST PREFIX/v1/x` with the call's
-  /// payload as JSON body. (`https://` is not supported yet.)
+  /// (default 80, or 443 for https). No userinfo (`user:pw@`): credentials
+  /// go in `headers`. A call on route `/v1/x` is sent as `POST PREFIX/v1/x`
+  /// with the call's payload as JSON body.
   std::string base_url;
+  /// TLS settings of an `https://` source (unset: the defaults, which
+  /// verify). Set on an `http://` source is an error.
+  std::optional<http_tls_config> tls;
+  /// Names the source in log lines (the runtime sets it to the source's
+  /// name; empty: the base URL names it).
+  std::string log_name;
   /// Extra request headers. A value `env:NAME` is read from the environment
   /// variable NAME when the source starts (for secrets such as
   /// `Authorization`); header values are never logged.
   std::vector<std::pair<std::string, std::string>> headers;
-  /// Longest wait for the TCP connection.
+  /// Longest wait for the TCP connection, and again for the TLS handshake
+  /// of an `https://` source.
   duration connect_timeout = std::chrono::seconds{5};
   /// Longest wait, from sending the request, for the first byte of the
   /// answer's body (time to first token of a streamed answer; the whole
@@ -51,8 +80,15 @@ struct http_source_config {
 };
 
 /// Throws `std::invalid_argument` naming the field of a nonsense setting
-/// (including an `env:` header whose variable is not set).
+/// (including an `env:` header whose variable is not set, `tls` on an
+/// `http://` URL, and the `tls.*` files below).
 void validate(const http_source_config& cfg);
+
+/// Throws `std::invalid_argument("FIELD: problem")`, FIELD one of
+/// `ca_file`, `client_cert`, `client_key`, `server_name`, for a file that
+/// cannot be read or used (no certificate in it, a key that does not match
+/// the certificate) or a client certificate without its key.
+void validate(const http_tls_config& cfg);
 
 /// What an HTTP source has done; readable from any thread.
 struct http_source_stats {
@@ -68,11 +104,25 @@ struct http_source_stats {
   std::atomic<uint64_t> framing_errors{0};
   /// Answers whose body went past its limit (the connection was closed).
   std::atomic<uint64_t> oversized_bodies{0};
+  /// TLS handshakes completed (one per connection opened to an https://
+  /// upstream; reuse needs none).
+  std::atomic<uint64_t> tls_handshakes{0};
+  /// TLS handshakes that failed: the certificate refused (see
+  /// `tls_verify_failures`), a protocol error, a timeout.
+  std::atomic<uint64_t> tls_handshake_failures{0};
+  /// Handshakes refused because the upstream's certificate did not verify
+  /// (unknown CA, wrong name, expired, ...).
+  std::atomic<uint64_t> tls_verify_failures{0};
 };
 
 struct http_source {
   source_actor actor;
   std::shared_ptr<const http_source_stats> stats;
+  /// It talks TLS (`https://`).
+  bool tls = false;
+  /// Its upstream's certificate is verified (false only with an explicit
+  /// `tls.verify = false`).
+  bool tls_verify = true;
 };
 
 /// Spawns an HTTP source: a Beast async client with a keep-alive pool on its
@@ -88,7 +138,10 @@ struct http_source {
 /// `permanent` 502 with a generic body: the upstream's body is neither
 /// passed on nor logged. When the requester of an attempt terminates (the
 /// call was cancelled or timed out), the upstream request is closed at
-/// once.
+/// once. An `https://` source does all of this over TLS; a handshake that
+/// fails (a certificate that does not verify included) is a connect
+/// failure, `transient`, its reason logged and in the reply body.
+/// Throws `std::invalid_argument` for settings `validate` refuses.
 http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg);
 
 } // namespace sluice

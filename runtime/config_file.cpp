@@ -466,6 +466,24 @@ void read_phase(table_reader& r, sim_phase& p) {
   r.done();
 }
 
+// `[sources.NAME.tls]` of an https:// source. The files are checked here,
+// so a bad one is named with its key and line (the source's own check
+// repeats it for services that build the config in code).
+void read_tls(table_reader& r, http_tls_config& tls) {
+  if (auto x = r.string("ca_file"))
+    tls.ca_file = *x;
+  if (auto x = r.string("client_cert"))
+    tls.client_cert = *x;
+  if (auto x = r.string("client_key"))
+    tls.client_key = *x;
+  if (auto x = r.string("server_name"))
+    tls.server_name = *x;
+  if (auto x = r.boolean("verify"))
+    tls.verify = *x;
+  r.done();
+  r.checked([&] { validate(tls); });
+}
+
 source_decl read_source(const std::string& name, const toml::table& t) {
   table_reader r{t, "sources." + name};
   source_decl d;
@@ -525,6 +543,11 @@ source_decl read_source(const std::string& name, const toml::table& t) {
         d.http.headers.emplace_back(name, *value);
       }
       hr.done();
+    }
+    // On an http:// URL the source's own check refuses the table (below).
+    if (auto tls = r.table("tls")) {
+      table_reader tr{*tls, r.prefix() + ".tls"};
+      read_tls(tr, d.http.tls.emplace());
     }
     if (auto x = r.span("connect_timeout_s", 1.0))
       d.http.connect_timeout = *x;

@@ -250,8 +250,12 @@ http_source runtime::add_http_source(const std::string& name,
                                      const http_source_config& http,
                                      const source_settings& settings) {
   with_key_prefix("sources." + name, [&] { validate(http); });
-  auto s = spawn_http_source(sys_, http);
+  auto named = http;
+  named.log_name = name;
+  auto s = spawn_http_source(sys_, named);
   add_source(name, s.actor, settings, true);
+  std::unique_lock<std::shared_mutex> guard{mx_};
+  http_sources_.emplace(name, s);
   return s;
 }
 
@@ -503,6 +507,15 @@ bool runtime::has_route(const std::string& name) const {
 source_handle runtime::source(const std::string& name) const {
   std::shared_lock<std::shared_mutex> guard{mx_};
   return sources_.at(name);
+}
+
+std::optional<http_source>
+runtime::find_http_source(const std::string& name) const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  auto i = http_sources_.find(name);
+  if (i == http_sources_.end())
+    return std::nullopt;
+  return i->second;
 }
 
 std::vector<source_handle> runtime::sources() const {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -249,6 +250,10 @@ public:
   /// Every registered source, by name.
   std::vector<source_handle> sources() const;
 
+  /// The built-in HTTP source registered as `name`, if that is one (for its
+  /// stats and TLS settings in /status).
+  std::optional<http_source> find_http_source(const std::string& name) const;
+
   /// The actor system the runtime runs on.
   caf::actor_system& system() const noexcept { return sys_; }
 
@@ -314,6 +319,7 @@ private:
   /// call (readers share the lock).
   mutable std::shared_mutex mx_;
   std::map<std::string, source_handle> sources_;
+  std::map<std::string, http_source> http_sources_;
   struct route_entry {
     /// The default plan (null: none).
     std::shared_ptr<const route_plan> fallback;

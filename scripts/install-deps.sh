@@ -18,6 +18,9 @@ packages=(
   libjemalloc2
   libhiredis-dev
   libspdlog-dev
+  libssl-dev
+  ca-certificates
+  openssl
   clang
   libclang-rt-14-dev
   python3-prometheus-client

@@ -86,6 +86,14 @@ json status_json(front_state& front, json scopes) {
                          {"generation", b.generation}}},
                        {"aimd_limit", s.tier->cap()},
                        {"in_flight", t.in_use}});
+    // An https:// source: whether it verifies (false is an explicit
+    // opt-out an operator must see) and its handshakes.
+    auto http = front.rt.find_http_source(s.name);
+    if (http && http->tls)
+      sources.back()["tls"] = {
+          {"verify", http->tls_verify},
+          {"handshakes", http->stats->tls_handshakes.load()},
+          {"verify_failures", http->stats->tls_verify_failures.load()}};
   }
   json tiers = {{"global", tier_json(front.rt.tiers().global().status())},
                 {"sessions", std::move(sessions)},

@@ -342,8 +342,8 @@ TEST_CASE_METHOD(hostile_fixture, "a bracketed IPv6 base_url works") {
   CHECK(hosts[0] == "[::1]:" + std::to_string(upstream.port()));
 }
 
-TEST_CASE("base_url: a bad port, userinfo and https are refused, saying "
-          "why") {
+TEST_CASE("base_url: a bad port, userinfo and other schemes are refused, "
+          "saying why") {
   auto refused = [](const std::string& url) {
     http_source_config c;
     c.base_url = url;
@@ -365,8 +365,12 @@ TEST_CASE("base_url: a bad port, userinfo and https are refused, saying "
   CHECK_THAT(refused("http://user:pw@host"), StartsWith("base_url:") &&
                                                  Contains("userinfo") &&
                                                  Contains("headers"));
-  CHECK_THAT(refused("https://api.example.com/v1"),
-             StartsWith("base_url:") && Contains("not supported yet"));
+  CHECK_THAT(refused("ftp://api.example.com/v1"),
+             StartsWith("base_url:") && Contains("https://"));
+  CHECK_THAT(refused("https://user:pw@host"), Contains("userinfo"));
+  CHECK_THAT(refused("https://host:0"), Contains("1..65535"));
+  CHECK(refused("https://api.example.com/v1").empty());
+  CHECK(refused("https://[::1]:8443").empty());
   CHECK_THAT(refused("http://::1:8080"), Contains("brackets"));
   CHECK_THAT(refused("http://[::1"), StartsWith("base_url:"));
   CHECK_THAT(refused("http://[nonsense]:80"), StartsWith("base_url:"));

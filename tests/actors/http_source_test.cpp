@@ -115,7 +115,7 @@ TEST_CASE("an unreachable upstream is transient - bad settings are refused") {
             CHECK(r.kind == policy::outcome_kind::transient);
           },
           [](caf::error&) { FAIL("no reply"); });
-  c.base_url = "https://example.invalid";
+  c.base_url = "ftp://example.invalid";
   CHECK_THROWS_WITH(spawn_http_source(sys, c), Catch::StartsWith("base_url:"));
   c.base_url = "http://127.0.0.1:8080";
   c.headers = {{"Authorization", "env:SLUICE_SURELY_UNSET_VARIABLE"}};

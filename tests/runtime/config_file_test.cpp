@@ -6,8 +6,12 @@
 #include <cstdlib>
 #include <optional>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 #include <catch2/catch.hpp>
 
+#include "fakes/tls_upstream.hpp"
+#include "log_capture.hpp"
 #include "runtime/config/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "virtual_time.hpp"
@@ -495,4 +499,104 @@ type = "simulated"
     REQUIRE(e);
     CHECK(e->problem().find("own endpoint") != std::string::npos);
   }
+}
+
+namespace {
+
+// An https:// source `openai` with `tls_lines` in its [tls] table (line 5
+// on), behind the chat route.
+std::string https_source(const std::string& tls_lines,
+                         const std::string& url = "https://127.0.0.1:8443") {
+  return "\n[sources.openai]\ntype = \"http\"\nbase_url = \"" + url +
+         "\"\n  [sources.openai.tls]\n" + tls_lines +
+         "[routes.\"/v1/chat/completions\"]\nsources = [\"openai\"]\n";
+}
+
+std::string quoted(const std::string& path) {
+  return "\"" + path + "\"";
+}
+
+} // namespace
+
+TEST_CASE("the tls table of an https source is read and its files checked",
+          "[tls]") {
+  auto& pki = sluice::testing::test_pki::get();
+  auto cfg = parse_config(https_source(
+      "  ca_file = " + quoted(pki.file("ca.pem")) + "\n" +
+      "  client_cert = " + quoted(pki.file("client.pem")) + "\n" +
+      "  client_key = " + quoted(pki.file("client.key")) + "\n" +
+      "  server_name = \"api.internal\"\n"));
+  auto& s = cfg.sources.at(0);
+  REQUIRE(s.http.tls);
+  CHECK(s.http.tls->ca_file == pki.file("ca.pem"));
+  CHECK(s.http.tls->client_cert == pki.file("client.pem"));
+  CHECK(s.http.tls->client_key == pki.file("client.key"));
+  CHECK(s.http.tls->server_name == "api.internal");
+  CHECK(s.http.tls->verify);
+  // No table: the defaults (verified against the system store).
+  auto plain = parse_config(R"toml(
+[sources.openai]
+type = "http"
+base_url = "https://api.openai.com/v1"
+[routes."/v1/chat/completions"]
+sources = ["openai"]
+)toml");
+  CHECK_FALSE(plain.sources.at(0).http.tls);
+}
+
+TEST_CASE("bad tls settings are refused with their key and line", "[tls]") {
+  auto& pki = sluice::testing::test_pki::get();
+  auto refused = [](const std::string& text) {
+    auto e = refusal(text);
+    REQUIRE(e);
+    return std::make_pair(e->key(), e->line());
+  };
+  CHECK(refused(https_source("  ca_file = " +
+                             quoted(pki.file("missing.pem")) + "\n")) ==
+        std::make_pair(std::string{"sources.openai.tls.ca_file"}, 6));
+  CHECK(refused(https_source("  ca_file = " +
+                             quoted(pki.file("not_a_cert.pem")) + "\n")) ==
+        std::make_pair(std::string{"sources.openai.tls.ca_file"}, 6));
+  // A key that is not the certificate's.
+  auto mismatch = refusal(https_source(
+      "  client_cert = " + quoted(pki.file("client.pem")) + "\n" +
+      "  client_key = " + quoted(pki.file("server.key")) + "\n"));
+  REQUIRE(mismatch);
+  CHECK(mismatch->key() == "sources.openai.tls.client_key");
+  CHECK(mismatch->line() == 7);
+  CHECK_THAT(mismatch->what(), Catch::Contains("does not match"));
+  CHECK(refused(https_source("  client_cert = " +
+                             quoted(pki.file("client.pem")) + "\n" +
+                             "  client_key = " +
+                             quoted(pki.file("unreadable.key")) + "\n")) ==
+        std::make_pair(std::string{"sources.openai.tls.client_key"}, 7));
+  CHECK(refused(https_source("  verfy = false\n")) ==
+        std::make_pair(std::string{"sources.openai.tls.verfy"}, 6));
+  CHECK(refused(https_source("  verify = \"no\"\n")) ==
+        std::make_pair(std::string{"sources.openai.tls.verify"}, 6));
+  // TLS settings on a plain http:// source.
+  CHECK(refused(https_source("  verify = false\n",
+                             "http://127.0.0.1:8080")) ==
+        std::make_pair(std::string{"sources.openai.tls"}, 5));
+}
+
+TEST_CASE("tls.verify = false is accepted only as written, with a warning "
+          "at start naming the source",
+          "[tls]") {
+  auto cfg = parse_config(https_source("  verify = false\n"));
+  REQUIRE(cfg.sources.at(0).http.tls);
+  CHECK_FALSE(cfg.sources.at(0).http.tls->verify);
+  sluice::testing::log_capture log;
+  caf::actor_system_config caf_cfg;
+  caf::actor_system sys{caf_cfg};
+  {
+    runtime rt{sys, cfg.runtime};
+    install(rt, cfg);
+    CHECK(log.has("warning", "openai", "tls.verify = false"));
+    auto src = rt.find_http_source("openai");
+    REQUIRE(src);
+    CHECK(src->tls);
+    CHECK_FALSE(src->tls_verify);
+  }
+  sys.await_actors_before_shutdown(false);
 }

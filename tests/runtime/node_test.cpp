@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "fakes/tls_upstream.hpp"
 #include "loopback_http.hpp"
 #include "messages/errors.hpp"
 #include "runtime/config_file.hpp"
@@ -511,4 +513,58 @@ TEST_CASE("node: tearing the node down right after streamed calls does not "
   stop = true;
   for (auto& t : load)
     t.join();
+}
+
+TEST_CASE("node: an https source answers through the node and /status shows "
+          "its TLS (verify = false shown as such)",
+          "[node][tls]") {
+  auto& pki = sluice::testing::test_pki::get();
+  // Two https sources: one verified against the test CA, one that opted
+  // out (and meets a certificate nobody vouches for).
+  sluice::testing::tls_upstream good{{pki.file("server.pem"),
+                                      pki.file("server.key"), "", false}};
+  sluice::testing::tls_upstream odd{{pki.file("stranger.pem"),
+                                     pki.file("stranger.key"), "", false}};
+  caf::actor_system_config caf_cfg;
+  add_error_category(caf_cfg);
+  caf::actor_system sys{caf_cfg};
+  auto cfg = parse_config(R"toml(
+[sources.verified]
+type = "http"
+base_url = ")toml" + good.url("/ok") + R"toml("
+  [sources.verified.tls]
+  ca_file = ")toml" + pki.file("ca.pem") + R"toml("
+[sources.unverified]
+type = "http"
+base_url = ")toml" + odd.url("/ok") + R"toml("
+  [sources.unverified.tls]
+  verify = false
+[routes."/v1/chat/completions"]
+sources = ["verified"]
+[routes."/v1/embeddings"]
+sources = ["unverified"]
+)toml");
+  cfg.node.listen_host = "127.0.0.1";
+  cfg.node.listen_port = 0;
+  runtime rt{sys, cfg.runtime};
+  install(rt, cfg);
+  http_front front{rt, cfg.node};
+  for (int i = 0; i < 3; ++i) {
+    auto r = exchange(front.port(), http::verb::post, "/v1/chat/completions",
+                      "{}");
+    CHECK(r.status == 200);
+    CHECK(r.body == R"({"ok":true})");
+  }
+  CHECK(exchange(front.port(), http::verb::post, "/v1/embeddings", "{}")
+            .status == 200);
+  auto st = exchange(front.port(), http::verb::get, "/status").doc();
+  REQUIRE(st.is_object());
+  std::map<std::string, json> tls;
+  for (auto& s : st["sources"])
+    tls[s["name"].get<std::string>()] = s.value("tls", json{});
+  CHECK(tls["verified"]["verify"] == true);
+  CHECK(tls["verified"]["handshakes"] == 1); // three calls, one connection
+  CHECK(tls["unverified"]["verify"] == false);
+  CHECK(good.handshakes == 1);
+  front.shutdown(1s);
 }
