@@ -100,8 +100,8 @@ caf::behavior chunk_collector(caf::event_based_actor*,
 
 } // namespace
 
-TEST_CASE_METHOD(fixture, "TLS: a verified upstream answers; SNI and the "
-                          "name checked are the URL's host",
+TEST_CASE_METHOD(fixture, "TLS: a verified upstream answers (SNI and the "
+                          "name checked are the URL's host)",
                  "[tls]") {
   tls_upstream upstream{serving("server")};
   auto src = spawn_http_source(sys, trusting_test_ca(upstream.url("/api",
