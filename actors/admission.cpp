@@ -32,6 +32,13 @@ void admission_ticket::release(caf::abstract_actor* holder) noexcept {
   }
 }
 
+bool admission_ticket::holds(tier_kind k) const noexcept {
+  for (auto& p : permits_)
+    if (p && p->tier.kind == k)
+      return true;
+  return false;
+}
+
 size_t admission_ticket::held() const noexcept {
   size_t n = 0;
   for (auto& p : permits_)
@@ -39,25 +46,34 @@ size_t admission_ticket::held() const noexcept {
   return n;
 }
 
-void admission_ticket::add(const tier_handle& tier, permit_id id) {
-  permits_[index(tier.kind)] = held_permit{tier, id};
+void admission_ticket::add(size_t step, const tier_handle& tier,
+                           permit_id id) {
+  permits_[step] = held_permit{tier, id};
 }
 
 namespace {
 
-constexpr std::array<tier_kind, tier_count> acquisition_order{
-    tier_kind::session, tier_kind::connection, tier_kind::global};
-
 // One admission in progress; shared by the continuations of its requests and
 // dropped with them if the holder terminates.
 struct admission_attempt : admission_progress {
-  admission_path path;
+  /// The path's tiers in acquisition order: session, group (if any),
+  /// connection, global.
+  std::array<tier_handle, max_admission_steps> steps;
+  size_t step_count = 0;
   time_point deadline;
   admission_callback done;
 
-  void took(const tier_handle& tier, permit_id id) {
+  void plan(const admission_path& path) {
+    steps[step_count++] = path.session;
+    if (path.group)
+      steps[step_count++] = *path.group;
+    steps[step_count++] = path.connection;
+    steps[step_count++] = path.global;
+  }
+
+  void took(size_t step, permit_id id) {
     waiting_on_.reset();
-    ticket_.add(tier, id);
+    ticket_.add(step, steps[step], id);
   }
 
   void queued_at(tier_kind k) { waiting_on_ = k; }
@@ -80,27 +96,27 @@ private:
 
 void acquire_from(caf::event_based_actor* self,
                   std::shared_ptr<admission_attempt> attempt, size_t step) {
-  for (; step < acquisition_order.size(); ++step) {
-    const auto& tier = attempt->path[acquisition_order[step]];
+  for (; step < attempt->step_count; ++step) {
+    const auto& tier = attempt->steps[step];
     if (!tier.counter->try_acquire())
       break;
     // Fast path: a free permit and nobody queued; no message needed.
     auto id = tier.counter->next_permit_id();
     attach_permit(self, tier.counter, tier.owner, id);
-    attempt->took(tier, id);
+    attempt->took(step, id);
   }
-  if (step == acquisition_order.size()) {
+  if (step == attempt->step_count) {
     attempt->succeed();
     return;
   }
   // Slow path: queue at the tier's owner until a permit frees or the shared
   // deadline passes. The owner always answers by the deadline.
-  const auto& tier = attempt->path[acquisition_order[step]];
+  const auto& tier = attempt->steps[step];
   attempt->queued_at(tier.kind);
   self->request(tier.owner, caf::infinite, acquire_atom_v, attempt->deadline)
       .then(
           [self, attempt, step](permit_id id) {
-            attempt->took(attempt->path[acquisition_order[step]], id);
+            attempt->took(step, id);
             acquire_from(self, attempt, step + 1);
           },
           [self, attempt](caf::error& err) {
@@ -115,7 +131,7 @@ std::shared_ptr<const admission_progress> admit(caf::event_based_actor* self,
                                                 duration wait_timeout,
                                                 admission_callback done) {
   auto attempt = std::make_shared<admission_attempt>();
-  attempt->path = path;
+  attempt->plan(path);
   attempt->deadline = self->clock().now() + wait_timeout;
   attempt->done = std::move(done);
   acquire_from(self, attempt, 0);

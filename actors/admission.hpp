@@ -18,9 +18,18 @@ struct admission_path {
   tier_handle session;
   tier_handle connection;
   tier_handle global;
+  /// A tier shared by a group of sessions (the node: a client key, whose
+  /// `X-Session-Id` sub-sessions are capped each and together), taken right
+  /// after the session's own. Its kind is `session`: a wait on it that runs
+  /// past the deadline is `tool_busy` tier session. Empty: none.
+  std::optional<tier_handle> group{};
 
+  /// The tier of kind `k` (for `session`: the session's own, not the group).
   const tier_handle& operator[](tier_kind k) const noexcept;
 };
+
+/// Most tiers on one admission path: session, group, connection, global.
+constexpr size_t max_admission_steps = tier_count + 1;
 
 /// The permits one call holds. Lives in the holding actor's state.
 ///
@@ -34,15 +43,14 @@ public:
   void release(caf::abstract_actor* holder) noexcept;
 
   /// Whether a permit of tier `k` is held.
-  bool holds(tier_kind k) const noexcept {
-    return permits_[index(k)].has_value();
-  }
+  bool holds(tier_kind k) const noexcept;
 
-  /// Number of permits held (0 to 3).
+  /// Number of permits held (0 to 4).
   size_t held() const noexcept;
 
-  /// Records permit `id` of `tier` (used by `admit`).
-  void add(const tier_handle& tier, permit_id id);
+  /// Records permit `id` of `tier`, taken at step `step` of the path's
+  /// acquisition order (used by `admit`).
+  void add(size_t step, const tier_handle& tier, permit_id id);
 
 private:
   struct held_permit {
@@ -50,9 +58,8 @@ private:
     permit_id id;
   };
 
-  static size_t index(tier_kind k) noexcept { return static_cast<size_t>(k); }
-
-  std::array<std::optional<held_permit>, tier_count> permits_;
+  /// By acquisition step.
+  std::array<std::optional<held_permit>, max_admission_steps> permits_;
 };
 
 /// How far one admission has got: which permits it took so far and which
@@ -79,8 +86,8 @@ protected:
 /// returned first), or another error if a tier owner is gone.
 using admission_callback = std::function<void(caf::expected<admission_ticket>)>;
 
-/// Admits the call run by `self` through `path`: session, then connection,
-/// then global, all under one deadline `now + wait_timeout`. The longest wait
+/// Admits the call run by `self` through `path`: session, then its group (if
+/// any), then connection, then global, all under one deadline `now + wait_timeout`. The longest wait
 /// is one `wait_timeout`, however the waiting is spread over the tiers.
 ///
 /// A tier with a free permit and nobody queued is taken without a message;

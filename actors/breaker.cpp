@@ -218,11 +218,14 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
           subs.erase(i);
         }
       },
-      [self](isolate_atom) {
+      // Operator actions; the answer is the state they left.
+      [self](isolate_atom) -> breaker_status {
         announce_if(self, self->state.machine->isolate(self->clock().now()));
+        return status_of(self);
       },
-      [self](reset_atom) {
+      [self](reset_atom) -> breaker_status {
         announce_if(self, self->state.machine->reset(self->clock().now()));
+        return status_of(self);
       },
       // Another node's verdict on the same source (see
       // actors/breaker_relay.hpp): open for its remaining period, or close.

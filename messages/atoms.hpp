@@ -53,10 +53,12 @@ CAF_ADD_ATOM(sluice, sluice, subscribe_atom, "bsubscribe")
 /// `(unsubscribe_atom)`: stop sending transitions to the sender.
 CAF_ADD_ATOM(sluice, sluice, unsubscribe_atom, "bunsub")
 
-/// `(isolate_atom)`: operator action, open and stay open until reset.
+/// `(isolate_atom) -> breaker_status`: operator action, open and stay open
+/// until reset.
 CAF_ADD_ATOM(sluice, sluice, isolate_atom, "bisolate")
 
-/// `(reset_atom)`: operator action, close now with a cleared window.
+/// `(reset_atom) -> breaker_status`: operator action, close now with a
+/// cleared window.
 CAF_ADD_ATOM(sluice, sluice, reset_atom, "breset")
 
 /// `(peer_state_atom, breaker_state to, duration open_for)`: another node's

@@ -34,6 +34,12 @@ error_info describe(errc x) noexcept {
     return {"shutting_down", -32024, 503, server};
   case errc::model_not_found:
     return {"model_not_found", -32025, 404, client};
+  case errc::unauthorized:
+    return {"invalid_api_key", -32026, 401, client};
+  case errc::rate_limited:
+    return {"rate_limit_exceeded", -32027, 429, "requests"};
+  case errc::forbidden:
+    return {"permission_denied", -32028, 403, client};
   }
   return {"unknown", -32000, 500, server};
 }

@@ -46,6 +46,17 @@ enum class errc : uint8_t {
   /// The route serves no such model (or the caller's key may not use it,
   /// as OpenAI answers). JSON -32025, HTTP 404.
   model_not_found,
+  /// No client key, or one the node does not know (code
+  /// "invalid_api_key", as OpenAI's). JSON -32026, HTTP 401.
+  unauthorized,
+  /// The client key's own request rate is spent (code
+  /// "rate_limit_exceeded", `Retry-After` set). The node's limit, not the
+  /// upstream's: no retry budget is spent. JSON -32027, HTTP 429.
+  rate_limited,
+  /// The request is not served here: an operations endpoint on a listener
+  /// that does not serve it (code "permission_denied"). JSON -32028,
+  /// HTTP 403.
+  forbidden,
 };
 
 /// The category atom of every Sluice error.

@@ -13,6 +13,10 @@ tier_handle admission_tiers::new_session() const {
   return spawn_session_tier(sys_, static_cast<uint32_t>(cfg_.session_cap));
 }
 
+tier_handle admission_tiers::new_tier(uint32_t cap) const {
+  return spawn_session_tier(sys_, cap);
+}
+
 tier_handle admission_tiers::new_connection() const {
   return spawn_connection_tier(sys_,
                                static_cast<uint32_t>(cfg_.connection_cap));

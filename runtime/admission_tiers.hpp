@@ -28,6 +28,10 @@ public:
   /// A tier for a new client connection (`connection_cap` permits).
   tier_handle new_connection() const;
 
+  /// A session-kind tier with a cap of its own (a client key's: see
+  /// `call_options::session_tier`); 1 <= cap <= 2^31 - 1.
+  tier_handle new_tier(uint32_t cap) const;
+
   /// The path of a call made in `session` over `connection`.
   admission_path path(tier_handle session, tier_handle connection) const {
     return {std::move(session), std::move(connection), global_};

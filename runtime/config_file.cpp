@@ -1,6 +1,7 @@
 #include "runtime/config_file.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -239,6 +240,116 @@ void read_node(table_reader& r, node_settings& n) {
       r.fail("events_ping_s", "must be in (0, 3600]");
     n.events_ping = *x;
   }
+  if (auto x = r.string("admin_listen")) {
+    try {
+      n.admin_listen = parse_host_port(*x);
+    } catch (const std::invalid_argument& e) {
+      r.fail("admin_listen", std::string{e.what()} +
+                                 " (HOST:PORT, e.g. \"127.0.0.1:9090\")");
+    }
+  }
+  if (auto x = r.string("access_log")) {
+    if (x->empty())
+      r.fail("access_log", "must be \"stdout\", \"off\" or a file path");
+    n.access_log = *x;
+  }
+  r.done();
+}
+
+/// Longest client key name.
+constexpr size_t key_name_limit = 64;
+
+/// Most client keys in one config.
+constexpr size_t keys_limit = 10000;
+
+// A secret given by reference (env:VAR / file:PATH), hashed at once.
+sha256_digest read_digest(table_reader& r, std::string_view key) {
+  auto ref = r.string(key);
+  if (!ref)
+    r.fail(key, "is required (\"env:VAR\" or \"file:PATH\")");
+  try {
+    return sha256(read_secret(*ref));
+  } catch (const std::invalid_argument& e) {
+    r.fail(key, e.what());
+  }
+}
+
+// `[auth.keys.NAME]`.
+client_key_config read_key(const std::string& name, const toml::table& t) {
+  client_key_config k;
+  k.name = name;
+  k.line = line_of(t);
+  table_reader r{t, "auth.keys." + name};
+  auto ok_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+           c == '_' || c == '.';
+  };
+  if (name.empty() || name.size() > key_name_limit ||
+      !std::all_of(name.begin(), name.end(), ok_char))
+    throw config_error("auth.keys." + name,
+                       "a key name is 1 to 64 letters, digits, '-', '_' or "
+                       "'.'",
+                       k.line);
+  k.digest = read_digest(r, "key");
+  if (auto m = r.array("models")) {
+    k.models.clear();
+    policy::model_rules check;
+    for (auto&& v : *m) {
+      if (!v.is_string())
+        r.fail("models", "must be an array of model names or globs", &v);
+      try {
+        check.add(*v.value<std::string>(), k.models.size());
+      } catch (const std::invalid_argument& e) {
+        r.fail("models", e.what(), &v);
+      }
+      k.models.push_back(*v.value<std::string>());
+    }
+  }
+  if (auto x = r.count("max_concurrent")) {
+    if (*x < 1)
+      r.fail("max_concurrent", "must be at least 1");
+    k.max_concurrent = *x;
+  }
+  if (auto x = r.count("requests_per_minute", 60'000'000))
+    k.requests_per_minute = *x;
+  if (auto x = r.count("burst"))
+    k.burst = *x;
+  if (k.burst > 0 && k.requests_per_minute == 0)
+    r.fail("burst", "needs requests_per_minute");
+  r.done();
+  return k;
+}
+
+// `[auth]`.
+void read_auth(table_reader& r, auth_settings& a) {
+  if (auto x = r.boolean("allow_anonymous"))
+    a.allow_anonymous = *x;
+  if (r.get("admin_key") != nullptr)
+    a.admin_digest = read_digest(r, "admin_key");
+  if (auto t = r.table("keys")) {
+    table_reader keys{*t, "auth.keys"};
+    for (auto&& [k, v] : *t) {
+      std::string name{k.str()};
+      a.keys.push_back(read_key(name, *keys.table(name)));
+      if (a.keys.size() > keys_limit)
+        keys.fail(name, "more than 10000 keys");
+    }
+    keys.done();
+  }
+  if (a.allow_anonymous && !a.keys.empty())
+    r.fail("allow_anonymous",
+           "cannot be true with auth.keys: with keys every client needs one");
+  // Two names for one key would make the name a client gets a lottery.
+  for (size_t i = 0; i < a.keys.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (same_digest(a.keys[i].digest, a.keys[j].digest))
+        throw config_error("auth.keys." + a.keys[i].name + ".key",
+                           "is the same key as auth.keys." + a.keys[j].name,
+                           a.keys[i].line);
+  if (a.admin_digest)
+    for (auto& k : a.keys)
+      if (same_digest(k.digest, *a.admin_digest))
+        r.fail("admin_key", "is the same key as auth.keys." + k.name);
   r.done();
 }
 
@@ -718,6 +829,10 @@ file_config parse_config(std::string_view text, std::string_view origin) {
     table_reader r{*t, "node"};
     read_node(r, cfg.node);
   }
+  if (auto t = top.table("auth")) {
+    table_reader r{*t, "auth"};
+    read_auth(r, cfg.node.auth);
+  }
   if (auto t = top.table("admission")) {
     table_reader r{*t, "admission"};
     read_admission(r, cfg.runtime.admission);
@@ -801,6 +916,20 @@ actor_threads = 0             # CAF worker threads; 0: half the cores (>= 1)
 max_connections = 10000       # client connections at once; more are closed
 max_event_subscribers = 256   # GET /events clients at once (503 beyond)
 events_ping_s = 10            # ": ping" to every /events client this often
+access_log = "stdout"         # one JSON line per request: "stdout", a path, "off"
+# admin_listen = "127.0.0.1:9090"  # /status /metrics /events /admin/ served
+#                                  # there (only), without a key
+
+# Client keys: with any, every call needs one (Authorization: Bearer KEY).
+# Without keys the node serves anyone, and only on a loopback address unless
+# allow_anonymous = true. Keys are read from the environment or a file.
+# [auth]
+# admin_key = "env:SLUICE_ADMIN_KEY"  # /status etc. on node.listen need it
+#   [auth.keys.team-a]
+#   key = "env:TEAM_A_KEY"            # or "file:/run/secrets/team-a"
+#   models = ["sim-*"]                # globs this key may use (default "*")
+#   max_concurrent = 16               # its calls in flight (its session tier)
+#   requests_per_minute = 600         # 429 rate_limit_exceeded beyond
 
 [admission]
 session_cap = 16              # calls in flight per session (X-Session-Id)

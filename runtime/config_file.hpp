@@ -1,14 +1,48 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "actors/http_source.hpp"
+#include "runtime/config/host_port.hpp"
+#include "runtime/config/secret.hpp"
 #include "runtime/runtime.hpp"
 
 namespace sluice {
+
+/// One `[auth.keys.NAME]` table: a client key and what it may do.
+struct client_key_config {
+  /// The key's name (in logs, /status and metrics; never the key itself).
+  std::string name;
+  /// SHA-256 of the key: the key itself is not kept.
+  sha256_digest digest{};
+  /// Model names or globs ("gpt-4o*") the key may use; "*": any.
+  std::vector<std::string> models{"*"};
+  /// Calls in flight at once with this key: the cap of its session tier
+  /// (its X-Session-Id sub-sessions share it, each also capped by
+  /// `admission.session_cap`).
+  uint32_t max_concurrent = 64;
+  /// Requests per minute (0: no limit), in bursts of up to `burst` (0:
+  /// `requests_per_minute`). Over it: 429 rate_limit_exceeded.
+  uint32_t requests_per_minute = 0;
+  uint32_t burst = 0;
+  int line = 0;
+};
+
+/// `[auth]`: who may call the node, and who may operate it.
+struct auth_settings {
+  /// No keys: anonymous clients, allowed only on a loopback listener unless
+  /// `allow_anonymous`.
+  std::vector<client_key_config> keys;
+  bool allow_anonymous = false;
+  /// SHA-256 of the admin key (`auth.admin_key`): with it, the operations
+  /// endpoints (/status, /metrics, /events, /admin/...) on the main
+  /// listener need `Authorization: Bearer ADMIN_KEY`.
+  std::optional<sha256_digest> admin_digest;
+};
 
 /// Settings of the `sluice-node` process itself (`[node]`).
 struct node_settings {
@@ -38,6 +72,15 @@ struct node_settings {
   /// Interval of the `: ping` comment sent to every `/events` subscriber
   /// (keeps proxies from timing the stream out, and finds dead clients).
   duration events_ping = std::chrono::seconds{10};
+  /// `node.admin_listen`: a second listener serving only the operations
+  /// endpoints (and /healthz), without the admin key; bind it to loopback or
+  /// a private network. Empty: none.
+  std::optional<host_port> admin_listen;
+  /// `node.access_log`: one JSON line per request to "stdout", to a file
+  /// (a path), or "off".
+  std::string access_log = "stdout";
+  /// `[auth]`.
+  auth_settings auth;
 };
 
 /// One `[sources.NAME]` table.

@@ -22,9 +22,11 @@ namespace sluice {
 ///   status of `messages/errors.hpp` (`Retry-After` on 503s).
 class http_front {
 public:
-  /// Binds `settings.listen_host:listen_port` (port 0: any free port) and
-  /// starts accepting on `threads` I/O threads. Throws `std::runtime_error`
-  /// if it cannot bind.
+  /// Binds `settings.listen_host:listen_port` (port 0: any free port), and
+  /// `settings.admin_listen` if set, and starts accepting on `threads` I/O
+  /// threads. Throws `std::runtime_error` if it cannot bind, and
+  /// `config_error` (key "auth") for a non-loopback listener with neither
+  /// client keys nor `auth.allow_anonymous`.
   http_front(runtime& rt, const node_settings& settings, size_t threads = 2);
 
   ~http_front();
@@ -34,6 +36,9 @@ public:
 
   /// The port actually bound.
   uint16_t port() const noexcept;
+
+  /// The port of `node.admin_listen` (0: none).
+  uint16_t admin_port() const noexcept;
 
   /// Calls in flight right now.
   size_t in_flight() const noexcept;

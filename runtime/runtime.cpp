@@ -467,8 +467,10 @@ runtime::make_governor_config(call_request request, const call_options& options,
   if (g.on_done)
     g.on_chunk = options.on_chunk;
   g.route = route(request);
-  g.admission = tiers_.path(session(options.session),
+  g.admission = tiers_.path(options.session_tier ? *options.session_tier
+                                                 : session(options.session),
                             options.connection.value_or(embedded_connection_));
+  g.admission.group = options.session_group;
   g.wait_timeout = cfg_.admission.wait_timeout;
   g.cluster = cluster_;
   g.request = std::move(request);

@@ -116,6 +116,14 @@ struct runtime_config {
 struct call_options {
   /// Session identity: calls with the same id share the session tier.
   std::string session = "default";
+  /// A session tier of the caller's own, used instead of the runtime's tier
+  /// for `session` (the node: a client key's tier, see
+  /// `admission_tiers::new_tier`).
+  std::optional<tier_handle> session_tier{};
+  /// A tier shared by a group of sessions, taken right after the session's
+  /// own (the node: the key of an `X-Session-Id` sub-session, so a key's
+  /// sub-sessions are capped each and together).
+  std::optional<tier_handle> session_group{};
   /// Connection tier; empty: the runtime's shared "embedded" connection.
   std::optional<tier_handle> connection;
   /// For a streamed call (`call_request::stream`) through the callback form

@@ -4,7 +4,9 @@
 // one-shot exchanges, raw bytes, and a reader for chunked streams that notes
 // when each piece arrived. Every wait is bounded (10 s unless told).
 
+#include <cctype>
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -32,8 +34,15 @@ struct reply {
   std::string body;
   std::string retry_after;
   std::string content_type;
+  /// Every response header, by lowercase name (the last one of a name).
+  std::map<std::string, std::string> headers{};
 
   json doc() const { return json::parse(body, nullptr, false); }
+
+  std::string header(const std::string& lowercase_name) const {
+    auto i = headers.find(lowercase_name);
+    return i == headers.end() ? "" : i->second;
+  }
 };
 
 // Reads one response from `stream`, giving up after 10 s.
@@ -48,15 +57,39 @@ inline reply read_reply(beast::tcp_stream& stream, net::io_context& ioc) {
   ioc.run();
   if (ec)
     return {0, "no reply: " + ec.message(), "", ""};
-  return {res.result_int(), res.body(),
+  reply r{res.result_int(), res.body(),
           std::string{res[http::field::retry_after]},
           std::string{res[http::field::content_type]}};
+  for (auto& f : res) {
+    std::string name{f.name_string()};
+    for (auto& c : name)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    r.headers[name] = std::string{f.value()};
+  }
+  return r;
 }
+
+using header_list = std::vector<std::pair<std::string, std::string>>;
+
+// One HTTP/1.1 exchange on a fresh connection with extra request `headers`
+// (bounded: 10 s).
+inline reply exchange_with(uint16_t port, http::verb method,
+                           const std::string& target, const std::string& body,
+                           const header_list& headers);
 
 // One HTTP/1.1 exchange on a fresh connection (bounded: 10 s).
 inline reply exchange(uint16_t port, http::verb method,
                       const std::string& target, const std::string& body = "",
                       const std::string& session = "") {
+  header_list h;
+  if (!session.empty())
+    h.emplace_back("X-Session-Id", session);
+  return exchange_with(port, method, target, body, h);
+}
+
+inline reply exchange_with(uint16_t port, http::verb method,
+                           const std::string& target, const std::string& body,
+                           const header_list& headers) {
   net::io_context ioc;
   beast::tcp_stream stream{ioc};
   beast::error_code ec;
@@ -66,8 +99,8 @@ inline reply exchange(uint16_t port, http::verb method,
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, "127.0.0.1");
   req.set(http::field::content_type, "application/json");
-  if (!session.empty())
-    req.set("X-Session-Id", session);
+  for (auto& [name, value] : headers)
+    req.insert(name, value);
   req.body() = body;
   req.prepare_payload();
   http::write(stream, req, ec);

@@ -2,8 +2,11 @@
 
 #include <cerrno>
 #include <exception>
+#include <random>
 
 #include <sys/socket.h>
+
+#include <cmath>
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -12,6 +15,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+
+#include <fmt/format.h>
 
 #include "runtime/log.hpp"
 #include "runtime/node/router.hpp"
@@ -28,6 +33,7 @@ namespace {
 
 // One log limit per kind of event: a flood of one kind cannot hide another.
 log_limit refused_log;
+log_limit admin_log;
 log_limit dropped_log;
 log_limit handler_log;
 
@@ -67,6 +73,19 @@ std::string echo(const std::string& path) {
   return path.substr(0, max_echoed_path_bytes) + "...";
 }
 
+// A request id of our own: 32 hex digits (unique, not secret).
+std::string new_request_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+// "nginx's 499": the client went away before its answer.
+constexpr unsigned client_closed_status = 499;
+
+// The most headers a call sends upstream on its client's behalf.
+constexpr const char* forwarded_trace_headers[] = {"traceparent",
+                                                   "tracestate"};
+
 bool quiet_close(const beast::error_code& ec) {
   return ec == http::error::end_of_stream || ec == beast::error::timeout ||
          ec == net::error::eof || ec == net::error::connection_reset ||
@@ -76,12 +95,13 @@ bool quiet_close(const beast::error_code& ec) {
 
 } // namespace
 
-connection::connection(tcp::socket&& socket, front_state& front)
+connection::connection(tcp::socket&& socket, front_state& front, bool admin)
     : stream_(std::move(socket))
     , front_(front)
     , tier_(front.rt.new_connection())
     , id_(front.next_connection++)
-    , peer_(endpoint_text(stream_.socket())) {
+    , peer_(endpoint_text(stream_.socket()))
+    , admin_(admin) {
   ++front_.open_connections;
 }
 
@@ -153,6 +173,11 @@ void connection::post_to(const std::shared_ptr<post_gate>& gate,
 // -- reading ------------------------------------------------------------------
 
 void connection::do_read() {
+  // A new request (its line is logged once it is answered).
+  rec_ = access_record{};
+  key_ = nullptr;
+  logged_ = false;
+  request_started_ = std::chrono::steady_clock::now();
   parser_.emplace();
   parser_->header_limit(max_header_bytes);
   parser_->body_limit(front_.settings.max_body_bytes);
@@ -169,6 +194,7 @@ void connection::do_read() {
 void connection::on_header(beast::error_code ec) {
   if (ec)
     return on_read_error(ec);
+  begin_request();
   auto& req = parser_->get();
   if (auto why = framing_error(req.base(), req.version()))
     return refuse(errc::bad_request, "malformed HTTP request: " + *why, false);
@@ -190,6 +216,23 @@ void connection::on_header(beast::error_code ec) {
   if (parser_->is_done())
     return on_body({});
   read_body();
+}
+
+// What the access log and the answer's X-Request-Id need from a header.
+void connection::begin_request() {
+  auto& req = parser_->get();
+  request_started_ = std::chrono::steady_clock::now();
+  auto method = req.method_string();
+  rec_.method.assign(method.data(), std::min<size_t>(method.size(), 32));
+  auto target = req.target();
+  auto path = request_path({target.data(), target.size()});
+  rec_.path = path ? echo(*path) : "?";
+  auto id = req.find("X-Request-Id");
+  if (id != req.end() && req.count("X-Request-Id") == 1 &&
+      valid_request_id({id->value().data(), id->value().size()}))
+    rec_.request_id = std::string{id->value()};
+  else
+    rec_.request_id = new_request_id();
 }
 
 void connection::read_body() {
@@ -248,6 +291,13 @@ void connection::handle() {
       write(make_response(200, R"({"status":"ok"})", keep_, version_));
     return;
   }
+  if (is_ops_path(*path) && !ops_allowed())
+    return;
+  if (path->rfind("/admin/", 0) == 0) {
+    if (only(http::verb::post, "use POST on /admin/breakers/SOURCE/ACTION"))
+      admin_action(path->substr(7));
+    return;
+  }
   if (*path == "/status") {
     if (only(http::verb::get, "use GET /status"))
       start_status();
@@ -266,6 +316,13 @@ void connection::handle() {
     }
     return;
   }
+  if (admin_)
+    return refuse(errc::not_found,
+                  "the admin listener serves /healthz, /status, /metrics, "
+                  "/events and /admin/ only; calls go to node.listen",
+                  keep_);
+  if (!authenticate())
+    return;
   if (*path == "/v1/models" || path->rfind("/v1/models/", 0) == 0) {
     if (!only(http::verb::get, "use GET /v1/models"))
       return;
@@ -290,6 +347,14 @@ void connection::list_models(const std::string& id) {
                 {"owned_by", "sluice"}};
   };
   auto models = front_.rt.models();
+  // A key sees only the models it may use (OpenAI: the others do not
+  // exist for it).
+  if (key_)
+    models.erase(std::remove_if(models.begin(), models.end(),
+                                [&](const std::string& m) {
+                                  return !key_->may_use(m);
+                                }),
+                 models.end());
   if (id.empty()) {
     json data = json::array();
     for (auto& m : models)
@@ -312,6 +377,7 @@ void connection::refuse_model(const std::string& model) {
 void connection::refuse_param(errc code, const std::string& why,
                               const char* param) {
   ++front_.counters.requests_refused;
+  rec_.error = to_string(code);
   log_limited(refused_log, spdlog::level::info,
               "refused a request from {}: {} ({})", peer_, why,
               to_string(code));
@@ -325,6 +391,7 @@ void connection::refuse_param(errc code, const std::string& why,
 
 void connection::refuse(errc code, const std::string& why, bool keep_alive) {
   ++front_.counters.requests_refused;
+  rec_.error = to_string(code);
   log_limited(refused_log, spdlog::level::info,
               "refused a request from {}: {} ({})", peer_, why,
               to_string(code));
@@ -332,6 +399,9 @@ void connection::refuse(errc code, const std::string& why, bool keep_alive) {
 }
 
 void connection::write(response res) {
+  if (!rec_.request_id.empty())
+    res.set("X-Request-Id", rec_.request_id);
+  log_access(res.result_int());
   auto keep = res.keep_alive();
   auto sp = std::make_shared<response>(std::move(res));
   stream_.expires_after(write_timeout);
@@ -356,6 +426,156 @@ void connection::close() {
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
 }
 
+void connection::log_access(unsigned status) {
+  if (logged_)
+    return;
+  logged_ = true;
+  if (!front_.access.enabled())
+    return;
+  rec_.time = std::chrono::system_clock::now();
+  rec_.status = status;
+  rec_.total = std::chrono::steady_clock::now() - request_started_;
+  if (key_)
+    rec_.key = key_->name();
+  front_.access.write(rec_);
+}
+
+// -- who is asking ------------------------------------------------------------
+
+bool connection::is_ops_path(const std::string& path) const {
+  return path == "/status" || path == "/metrics" || path == "/events" ||
+         path.rfind("/admin/", 0) == 0;
+}
+
+bool connection::ops_allowed() {
+  auto presented = read_presented_key(request_.base());
+  bool admin_key = presented.what == presented_key::kind::token &&
+                   front_.keys.is_admin(presented.token);
+  switch (decide_ops_access(admin_, front_.keys.has_admin_key(), admin_key,
+                            front_.settings.admin_listen.has_value(),
+                            front_.main_loopback)) {
+  case ops_access::allowed:
+    return true;
+  case ops_access::need_admin_key:
+    refuse_unauthorized(presented.what == presented_key::kind::none
+                            ? "this endpoint needs the admin key "
+                              "(Authorization: Bearer ADMIN_KEY)"
+                            : "incorrect admin key");
+    return false;
+  case ops_access::not_here:
+    refuse(errc::forbidden,
+           front_.settings.admin_listen
+               ? "operations are served on node.admin_listen"
+               : "operations are not served on a non-loopback listener "
+                 "without auth.admin_key; set auth.admin_key or "
+                 "node.admin_listen",
+           keep_);
+    return false;
+  }
+  return false;
+}
+
+// Who the caller of a call route or /v1/models is: a known key, or
+// anonymous when the node has no keys (a key sent anyway is ignored: SDKs
+// always send one).
+bool connection::authenticate() {
+  key_ = nullptr;
+  if (!front_.keys.required())
+    return true;
+  auto presented = read_presented_key(request_.base());
+  switch (presented.what) {
+  case presented_key::kind::none:
+    refuse_unauthorized("You didn't provide an API key. Send it as "
+                        "Authorization: Bearer KEY");
+    return false;
+  case presented_key::kind::malformed:
+    refuse_unauthorized("Malformed API key header: use Authorization: "
+                        "Bearer KEY (or api-key / x-api-key), once");
+    return false;
+  case presented_key::kind::token:
+    break;
+  }
+  key_ = front_.keys.find(presented.token);
+  if (key_ == nullptr) {
+    refuse_unauthorized("Incorrect API key provided");
+    return false;
+  }
+  ++key_->requests;
+  return true;
+}
+
+void connection::refuse_unauthorized(const std::string& why) {
+  ++front_.counters.requests_refused;
+  rec_.error = to_string(errc::unauthorized);
+  log_limited(refused_log, spdlog::level::info,
+              "refused a request from {} to {}: {} (invalid_api_key)", peer_,
+              rec_.path, why);
+  auto res = error_response(errc::unauthorized, why, keep_, version_);
+  res.set(http::field::www_authenticate, "Bearer realm=\"sluice\"");
+  write(std::move(res));
+}
+
+// POST /admin/breakers/SOURCE/reset | isolate (`rest` after "/admin/").
+void connection::admin_action(const std::string& rest) {
+  constexpr std::string_view prefix = "breakers/";
+  auto slash = rest.rfind('/');
+  if (rest.rfind(prefix, 0) != 0 || slash == std::string::npos ||
+      slash < prefix.size())
+    return refuse(errc::not_found,
+                  "no admin action " + echo(rest) +
+                      " (use /admin/breakers/SOURCE/reset or /isolate)",
+                  keep_);
+  auto action_name = rest.substr(slash + 1);
+  auto source = percent_decode(
+      std::string_view{rest}.substr(prefix.size(), slash - prefix.size()));
+  if (!source || source->empty())
+    return refuse(errc::bad_request, "malformed source name", keep_);
+  breaker_action action;
+  if (action_name == "reset")
+    action = breaker_action::reset;
+  else if (action_name == "isolate")
+    action = breaker_action::isolate;
+  else
+    return refuse(errc::not_found,
+                  "no breaker action " + echo(action_name) +
+                      " (reset or isolate)",
+                  keep_);
+  std::optional<source_handle> target;
+  for (auto& s : front_.rt.sources())
+    if (s.name == *source)
+      target = s;
+  if (!target)
+    return refuse(errc::not_found, "no source " + echo(*source), keep_);
+  log_limited(admin_log, spdlog::level::warn,
+              "operator action from {}: {} the breaker of source {}", peer_,
+              action_name, *source);
+  {
+    std::lock_guard<std::mutex> guard{front_.pending_mx};
+    front_.pending_connections.insert(shared_from_this());
+  }
+  std::weak_ptr<connection> weak = shared_from_this();
+  ask_breaker(
+      front_, target->breaker.actor, action,
+      [weak, gate = front_.gate, name = *source,
+       action_name](std::optional<breaker_status> st) {
+        post_to(gate, weak, [st, name, action_name](connection& c) {
+          c.forget_pending();
+          if (!st)
+            return c.refuse(errc::overloaded,
+                            "the breaker of " + name + " did not answer",
+                            c.keep_);
+          c.write(make_response(
+              200,
+              json_text({{"source", name},
+                         {"action", action_name},
+                         {"state", std::string{policy::to_string(st->state)}},
+                         {"generation", st->generation},
+                         {"isolated", st->isolated}}),
+              c.keep_, c.version_));
+        });
+      });
+}
+
 // -- governed calls
 // -------------------------------------------------------------
 
@@ -373,14 +593,48 @@ void connection::start_call(const std::string& path) {
                         std::to_string(max_session_id_bytes) +
                         " printable ASCII characters",
                     keep_);
-    opts.session = std::string{v};
+  }
+  // Session ids live in namespaces no client can write into: a key's
+  // sub-sessions under its name, anonymous ones apart from the per
+  // connection fallback (so no client can join another's session).
+  if (key_) {
+    if (header != request_.end()) {
+      opts.session = "key/" + key_->name() + "/" + std::string{header->value()};
+      opts.session_group = key_->tier(); // capped each and together
+    } else {
+      opts.session_tier = key_->tier(); // the key is the session
+    }
+    if (auto wait = key_->take(std::chrono::steady_clock::now())) {
+      ++key_->rate_limited;
+      ++front_.counters.requests_refused;
+      rec_.error = to_string(errc::rate_limited);
+      auto secs = std::chrono::duration<double>(*wait).count();
+      auto per_minute = key_->config().requests_per_minute;
+      log_limited(refused_log, spdlog::level::info,
+                  "refused a request from {} with key {}: {} requests per "
+                  "minute spent (rate_limit_exceeded)",
+                  peer_, key_->name(), per_minute);
+      auto body = error_body(errc::rate_limited,
+                             "Rate limit reached for key " + key_->name() +
+                                 ": " + std::to_string(per_minute) +
+                                 " requests per minute");
+      body["error"]["retry_after_s"] = std::ceil(secs);
+      auto res = make_response(429, json_text(body), keep_, version_);
+      set_retry_after(res, secs);
+      return write(std::move(res));
+    }
+  } else if (header != request_.end()) {
+    opts.session = "anon/" + std::string{header->value()};
   } else {
-    opts.session = "connection-" + std::to_string(id_);
+    opts.session = "conn/" + std::to_string(id_);
   }
   auto facts = inspect_body(request_.body());
   if (!facts.error.empty())
     return refuse(errc::bad_request, facts.error, keep_);
   auto model = facts.model.value_or("");
+  rec_.model = echo(model);
+  if (key_ && !key_->may_use(model))
+    return refuse_model(model); // as OpenAI: not there for this key
   switch (front_.rt.find_route(path, model).miss) {
   case route_miss::none:
     break;
@@ -395,6 +649,13 @@ void connection::start_call(const std::string& path) {
   call_request call{path, std::move(request_.body())};
   call.model = std::move(model);
   call.stream = facts.stream;
+  call.headers.emplace_back("X-Request-Id", rec_.request_id);
+  for (auto name : forwarded_trace_headers) {
+    auto h = request_.find(name);
+    if (h != request_.end() && request_.count(name) == 1 &&
+        valid_trace_header(name, {h->value().data(), h->value().size()}))
+      call.headers.emplace_back(name, std::string{h->value()});
+  }
   opts.connection = tier_;
   ++front_.in_flight;
   pending_ = true;
@@ -486,8 +747,18 @@ void connection::on_result(call_result r) {
     front_.events.publish("event: verdict\ndata: " + json_text(v) + "\n\n");
   }
   front_.metrics.record(route_, r, std::chrono::steady_clock::now() - started_);
-  if (closed_ || r.status == call_status::cancelled)
+  rec_.source = r.source;
+  rec_.attempts = static_cast<uint32_t>(r.attempts.size());
+  for (auto& a : r.attempts)
+    rec_.upstream += a.elapsed;
+  if (!r.ok())
+    rec_.error = std::string{to_string(r.status)};
+  if (!r.reason.empty() && !r.ok())
+    rec_.error += "/" + r.reason;
+  if (closed_ || r.status == call_status::cancelled) {
+    log_access(client_closed_status);
     return close();
+  }
   if (!streaming_)
     return write(render(r, keep_, version_));
   // The stream is under way: end it, with an error event if it broke.
@@ -505,7 +776,7 @@ void connection::on_chunk(std::string bytes) {
     streaming_ = true;
     sse_.emplace(stream_, answer_stream_budget,
                  [this](sse_stream::end e) { on_stream_end(e); });
-    sse_->start(shared_from_this(), keep_, version_);
+    sse_->start(shared_from_this(), keep_, version_, rec_.request_id);
   }
   sse_->push(std::move(bytes));
 }
@@ -519,6 +790,7 @@ void connection::on_stream_end(sse_stream::end e) {
     subscribed_ = false;
     front_.events.unsubscribe(id_);
   }
+  log_access(e == sse_stream::end::failed ? client_closed_status : 200);
   if (e == sse_stream::end::failed) {
     // The client is gone, too slow, or its write timed out.
     ++front_.counters.clients_dropped;
@@ -585,7 +857,8 @@ void connection::start_events() {
   route_.clear();
   sse_.emplace(stream_, event_stream_budget,
                [this](sse_stream::end e) { on_stream_end(e); });
-  sse_->start(shared_from_this(), false, version_);
+  sse_->start(shared_from_this(), false, version_, rec_.request_id);
+  log_access(200);
   sse_->push(breaker_snapshot_frame(front_));
   watch_event_client();
 }
@@ -638,6 +911,7 @@ void connection::cut_off() {
       c.call_.cancel(); // the governor ends; permits come back
       c.cut_off_ = true;
       c.keep_ = false;
+      c.rec_.error = to_string(errc::shutting_down);
       if (c.streaming_) {
         auto body = error_body(errc::shutting_down,
                                "the node is stopping; the answer is "

@@ -37,7 +37,9 @@ constexpr size_t max_echoed_path_bytes = 200;
 
 class connection : public std::enable_shared_from_this<connection> {
 public:
-  connection(boost::asio::ip::tcp::socket&& socket, front_state& front);
+  /// `admin`: accepted on `node.admin_listen` (serves operations only).
+  connection(boost::asio::ip::tcp::socket&& socket, front_state& front,
+             bool admin = false);
   ~connection();
 
   connection(const connection&) = delete;
@@ -62,12 +64,23 @@ private:
   void on_body(boost::system::error_code ec);
   void on_read_error(boost::system::error_code ec);
   void handle();
+  void begin_request();
+
+  // -- who is asking
+  // -----------------------------------------------------------
+  bool is_ops_path(const std::string& path) const;
+  bool ops_allowed();
+  bool authenticate();
+  void refuse_unauthorized(const std::string& why);
+  void admin_action(const std::string& rest);
 
   // -- answers
   // -----------------------------------------------------------------
   void refuse(errc code, const std::string& why, bool keep_alive);
   void write(response res);
   void close();
+  /// Writes this request's access-log line (once per request).
+  void log_access(unsigned status);
 
   // -- calls
   // -------------------------------------------------------------------
@@ -127,6 +140,14 @@ private:
   bool subscribed_ = false;
   /// Cut off by shutdown: its last answer counts in `cutoffs_pending`.
   bool cut_off_ = false;
+  /// Accepted on the admin listener.
+  bool admin_ = false;
+  /// The request's client key (null: anonymous).
+  client_key* key_ = nullptr;
+  /// The request being answered, for its access-log line and headers.
+  access_record rec_;
+  std::chrono::steady_clock::time_point request_started_;
+  bool logged_ = true;
 };
 
 } // namespace sluice::node

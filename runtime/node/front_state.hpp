@@ -21,6 +21,8 @@
 
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
+#include "runtime/node/access_log.hpp"
+#include "runtime/node/client_keys.hpp"
 #include "runtime/node/event_hub.hpp"
 #include "runtime/node/metrics.hpp"
 #include "runtime/runtime.hpp"
@@ -55,9 +57,12 @@ struct front_state {
   front_state(runtime& r, const node_settings& s)
       : rt(r)
       , settings(s)
+      , keys(s.auth, r.tiers())
+      , access(s.access_log)
       , events(s.max_event_subscribers)
       , accept_strand(boost::asio::make_strand(ioc))
       , acceptor(accept_strand)
+      , admin_acceptor(accept_strand)
       , accept_backoff(accept_strand)
       , ping_timer(boost::asio::make_strand(ioc)) {
     // nop
@@ -69,6 +74,11 @@ struct front_state {
   int64_t started_unix = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
+  /// Client keys (`[auth]`) and the admin key.
+  client_keys keys;
+  access_log access;
+  /// The main listener is bound to a loopback address.
+  bool main_loopback = true;
   node_metrics metrics;
   event_hub events;
   front_counters counters;
@@ -107,6 +117,8 @@ struct front_state {
   /// The acceptor and its back-off timer share one strand.
   boost::asio::strand<boost::asio::io_context::executor_type> accept_strand;
   boost::asio::ip::tcp::acceptor acceptor;
+  /// `node.admin_listen` (closed when not configured).
+  boost::asio::ip::tcp::acceptor admin_acceptor;
   boost::asio::steady_timer accept_backoff;
   boost::asio::steady_timer ping_timer;
   std::vector<std::thread> threads;

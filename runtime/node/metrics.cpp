@@ -1,5 +1,6 @@
 #include "runtime/node/metrics.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <fmt/format.h>
@@ -38,12 +39,39 @@ void node_metrics::record(const std::string& route, const call_result& r,
     ++verdicts_[r.reason];
   for (auto& a : r.attempts)
     ++attempts_[{a.source, std::string{policy::to_string(a.kind)}}];
-  auto& h = latency_[route];
-  for (size_t i = 0; i < latency_buckets.size(); ++i)
-    if (secs <= latency_buckets[i])
-      ++h.buckets[i];
-  ++h.count;
-  h.sum += secs;
+  latency_[route].add(latency_buckets, secs);
+  if (!r.attempts.empty()) {
+    auto upstream = duration::zero();
+    for (auto& a : r.attempts)
+      upstream += a.elapsed;
+    auto overhead = std::max(elapsed - upstream, duration::zero());
+    overhead_.add(overhead_buckets,
+                  std::chrono::duration<double>(overhead).count());
+  }
+}
+
+void node_metrics::histogram::add(const std::array<double, 15>& bounds,
+                                  double secs) {
+  for (size_t i = 0; i < bounds.size(); ++i)
+    if (secs <= bounds[i])
+      ++buckets[i];
+  ++count;
+  sum += secs;
+}
+
+void node_metrics::render_histogram(std::string& out, const std::string& name,
+                                    const std::string& labels,
+                                    const std::array<double, 15>& bounds,
+                                    const histogram& h) {
+  auto sep = labels.empty() ? "" : ",";
+  for (size_t i = 0; i < bounds.size(); ++i)
+    out += fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep,
+                       bounds[i], h.buckets[i]);
+  out += fmt::format("{}_bucket{{{}{}le=\"+Inf\"}} {}\n", name, labels, sep,
+                     h.count);
+  auto braces = labels.empty() ? std::string{} : "{" + labels + "}";
+  out += fmt::format("{}_sum{} {}\n", name, braces, h.sum);
+  out += fmt::format("{}_count{} {}\n", name, braces, h.count);
 }
 
 std::string node_metrics::render(const std::string& extra) const {
@@ -73,19 +101,14 @@ std::string node_metrics::render(const std::string& extra) const {
          prom_label(k.first), prom_label(k.second), n);
   line("# HELP sluice_call_duration_seconds Call latency, by route.\n");
   line("# TYPE sluice_call_duration_seconds histogram\n");
-  for (auto& [name, h] : latency_) {
-    auto route = prom_label(name);
-    for (size_t i = 0; i < latency_buckets.size(); ++i)
-      line("sluice_call_duration_seconds_bucket{{route=\"{}\",le=\"{}\"}} "
-           "{}\n",
-           route, latency_buckets[i], h.buckets[i]);
-    line("sluice_call_duration_seconds_bucket{{route=\"{}\",le=\"+Inf\"}} "
-         "{}\n",
-         route, h.count);
-    line("sluice_call_duration_seconds_sum{{route=\"{}\"}} {}\n", route, h.sum);
-    line("sluice_call_duration_seconds_count{{route=\"{}\"}} {}\n", route,
-         h.count);
-  }
+  for (auto& [name, h] : latency_)
+    render_histogram(out, "sluice_call_duration_seconds",
+                     "route=\"" + prom_label(name) + "\"", latency_buckets, h);
+  line("# HELP sluice_gateway_overhead_seconds A call's time minus its "
+       "attempts' time at upstreams (calls that made attempts).\n");
+  line("# TYPE sluice_gateway_overhead_seconds histogram\n");
+  render_histogram(out, "sluice_gateway_overhead_seconds", "",
+                   overhead_buckets, overhead_);
   out += extra;
   return out;
 }

@@ -92,6 +92,35 @@ bool valid_session_id(std::string_view id) noexcept {
                      [](char c) { return c >= 0x21 && c <= 0x7e; });
 }
 
+bool valid_request_id(std::string_view id) noexcept {
+  if (id.empty() || id.size() > max_request_id_bytes)
+    return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view{"-_.:/+=@"}.find(c) != std::string_view::npos;
+  });
+}
+
+bool valid_trace_header(std::string_view name, std::string_view value) noexcept {
+  if (value.empty() || value.size() > max_trace_header_bytes)
+    return false;
+  if (!std::all_of(value.begin(), value.end(),
+                   [](char c) { return c >= 0x20 && c <= 0x7e; }))
+    return false;
+  if (name != "traceparent")
+    return true;
+  // version-traceid-parentid-flags, lowercase hex (W3C Trace Context §3.2).
+  if (value.size() < 55)
+    return false;
+  for (size_t i = 0; i < 55; ++i) {
+    auto c = value[i];
+    bool dash = i == 2 || i == 35 || i == 52;
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return false;
+  }
+  return value.size() == 55 || value[55] == '-';
+}
+
 std::optional<std::string> percent_decode(std::string_view segment) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9')

@@ -46,6 +46,23 @@ bool expects_continue(const boost::beast::http::fields& h, unsigned version);
 /// printable ASCII (0x21 to 0x7e).
 bool valid_session_id(std::string_view id) noexcept;
 
+/// Longest `X-Request-Id` taken from a client (bytes).
+constexpr size_t max_request_id_bytes = 128;
+
+/// Longest `traceparent` / `tracestate` passed upstream (W3C Trace Context
+/// allows 512 bytes of tracestate).
+constexpr size_t max_trace_header_bytes = 512;
+
+/// Whether a client's `X-Request-Id` is taken as the request's id: 1 to
+/// `max_request_id_bytes` of letters, digits and `-_.:/+=@` (it goes into
+/// logs and upstream headers; anything else gets a generated id).
+bool valid_request_id(std::string_view id) noexcept;
+
+/// Whether a `traceparent` / `tracestate` value is passed upstream: 1 to
+/// `max_trace_header_bytes` of printable ASCII or space (a traceparent must
+/// also start like `00-` + 32 hex + `-` + 16 hex + `-` + 2 hex).
+bool valid_trace_header(std::string_view name, std::string_view value) noexcept;
+
 /// What routing needs from a call's JSON body, read without building a
 /// document.
 struct body_facts {

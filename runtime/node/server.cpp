@@ -17,6 +17,7 @@
 
 #include "messages/atoms.hpp"
 #include "messages/breaker.hpp"
+#include "runtime/config_error.hpp"
 #include "runtime/log.hpp"
 #include "runtime/node/connection.hpp"
 #include "runtime/node/fd_limit.hpp"
@@ -53,17 +54,26 @@ bool resource_exhausted(const boost::system::error_code& ec) {
          ec == net::error::no_buffer_space || ec == net::error::no_memory;
 }
 
-void do_accept(front_state& f);
+// One listener: the main one, or `node.admin_listen` (`admin`).
+void do_accept(front_state& f, bool admin);
+
+tcp::acceptor& acceptor_of(front_state& f, bool admin) {
+  return admin ? f.admin_acceptor : f.acceptor;
+}
 
 void accept_later(front_state& f) {
+  // One back-off timer: running out of descriptors pauses both listeners.
   f.accept_backoff.expires_after(accept_backoff_time);
   f.accept_backoff.async_wait([&f](boost::system::error_code ec) {
-    if (!ec && !f.stopping)
-      do_accept(f);
+    if (!ec && !f.stopping) {
+      do_accept(f, false);
+      if (f.admin_acceptor.is_open())
+        do_accept(f, true);
+    }
   });
 }
 
-void on_accept(front_state& f, boost::system::error_code ec,
+void on_accept(front_state& f, bool admin, boost::system::error_code ec,
                tcp::socket socket) {
   if (f.stopping || ec == net::error::operation_aborted)
     return;
@@ -77,7 +87,11 @@ void on_accept(front_state& f, boost::system::error_code ec,
                 f.open_connections.load(), node::current_fd_usage().limit,
                 accept_backoff_time.count());
     if (ec == net::error::connection_aborted)
-      return do_accept(f); // that client gave up: nothing to wait for
+      return do_accept(f, admin); // that client gave up: nothing to wait for
+    // The other listener stops too until the back-off ends (its accept
+    // would fail the same way): cancel it, the timer restarts both.
+    boost::system::error_code ignored;
+    acceptor_of(f, !admin).cancel(ignored);
     return accept_later(f);
   }
   if (f.open_connections >= f.settings.max_connections) {
@@ -88,23 +102,25 @@ void on_accept(front_state& f, boost::system::error_code ec,
                 f.settings.max_connections);
     boost::system::error_code ignored;
     socket.close(ignored);
-    return do_accept(f);
+    return do_accept(f, admin);
   }
-  std::make_shared<node::connection>(std::move(socket), f)->start();
-  do_accept(f);
+  std::make_shared<node::connection>(std::move(socket), f, admin)->start();
+  do_accept(f, admin);
 }
 
-void do_accept(front_state& f) {
-  f.acceptor.async_accept(
+void do_accept(front_state& f, bool admin) {
+  acceptor_of(f, admin).async_accept(
       net::make_strand(f.ioc),
-      [&f](boost::system::error_code ec, tcp::socket socket) {
+      [&f, admin](boost::system::error_code ec, tcp::socket socket) {
         try {
-          on_accept(f, ec, std::move(socket));
+          on_accept(f, admin, ec, std::move(socket));
         } catch (const std::exception& e) {
           // E.g. no memory for a connection: keep accepting after a pause.
           ++f.counters.handler_errors;
           log_limited(accept_log, spdlog::level::err,
                       "accepting a connection threw: {}", e.what());
+          boost::system::error_code ignored;
+          acceptor_of(f, !admin).cancel(ignored);
           accept_later(f);
         }
       });
@@ -176,9 +192,41 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                   "descriptors run out",
                   fd_limit, settings.max_connections);
   bind(impl_->acceptor, impl_->ioc, settings.listen_host, settings.listen_port);
+  {
+    boost::system::error_code ec;
+    auto ep = impl_->acceptor.local_endpoint(ec);
+    impl_->main_loopback = !ec && ep.address().is_loopback();
+  }
+  auto& auth = settings.auth;
+  if (!impl_->main_loopback && !impl_->keys.required() && !auth.allow_anonymous)
+    throw config_error("auth",
+                       "node.listen " + settings.listen_host +
+                           " is not a loopback address and no client keys "
+                           "are configured: anyone who reaches it could spend "
+                           "the upstreams' keys. Add [auth.keys.NAME] tables, "
+                           "or write auth.allow_anonymous = true");
+  if (settings.admin_listen) {
+    auto& a = *settings.admin_listen;
+    bind(impl_->admin_acceptor, impl_->ioc, a.host, a.port);
+    boost::system::error_code ec;
+    auto ep = impl_->admin_acceptor.local_endpoint(ec);
+    if (!ec && !ep.address().is_loopback())
+      logger().warn("node.admin_listen {}:{} is not a loopback address: "
+                    "whoever reaches it may read /status and reset "
+                    "breakers without a key",
+                    a.host, a.port);
+  }
+  if (auth.allow_anonymous && !impl_->main_loopback)
+    logger().warn("auth.allow_anonymous = true on {}: anyone who reaches the "
+                  "node may call its upstreams",
+                  settings.listen_host);
   auto* state = static_cast<front_state*>(impl_.get());
   impl_->event_relay = rt.system().spawn(event_relay, rt.sources(), state);
-  net::post(impl_->accept_strand, [state] { do_accept(*state); });
+  net::post(impl_->accept_strand, [state] {
+    do_accept(*state, false);
+    if (state->admin_acceptor.is_open())
+      do_accept(*state, true);
+  });
   net::post(impl_->ping_timer.get_executor(), [state] { arm_ping(*state); });
   for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
     impl_->threads.emplace_back([state] {
@@ -210,6 +258,13 @@ uint16_t http_front::port() const noexcept {
   return impl_->acceptor.local_endpoint(ec).port();
 }
 
+uint16_t http_front::admin_port() const noexcept {
+  boost::system::error_code ec;
+  if (!impl_->admin_acceptor.is_open())
+    return 0;
+  return impl_->admin_acceptor.local_endpoint(ec).port();
+}
+
 size_t http_front::in_flight() const noexcept {
   return impl_->in_flight;
 }
@@ -222,6 +277,7 @@ size_t http_front::shutdown(duration grace) {
   net::post(f.accept_strand, [&f] {
     boost::system::error_code ec;
     f.acceptor.close(ec);
+    f.admin_acceptor.close(ec);
     f.accept_backoff.cancel();
   });
   auto deadline = std::chrono::steady_clock::now() + grace;

@@ -20,13 +20,15 @@ sse_stream::sse_stream(beast::tcp_stream& stream, size_t limit,
 }
 
 void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
-                       unsigned version) {
+                       unsigned version, const std::string& request_id) {
   owner_ = owner;
   started_ = true;
   header_.emplace(http::status::ok, version);
   header_->set(http::field::server, "sluice-node");
   header_->set(http::field::content_type, "text/event-stream");
   header_->set(http::field::cache_control, "no-cache");
+  if (!request_id.empty())
+    header_->set("X-Request-Id", request_id);
   header_->keep_alive(keep_alive);
   header_->chunked(true);
   serializer_.emplace(*header_);

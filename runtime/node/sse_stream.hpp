@@ -67,7 +67,9 @@ public:
   /// Sends the `200 text/event-stream` header (chunked); frames pushed
   /// meanwhile wait for it. `owner` (the connection holding this stream)
   /// is kept alive by every pending write.
-  void start(std::shared_ptr<void> owner, bool keep_alive, unsigned version);
+  /// `request_id` (if not empty) goes out as `X-Request-Id`.
+  void start(std::shared_ptr<void> owner, bool keep_alive, unsigned version,
+             const std::string& request_id = {});
 
   /// Queues `frame` (one or more whole SSE events). Drops the client when
   /// the queue would pass the budget.

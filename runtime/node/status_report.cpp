@@ -57,10 +57,52 @@ void collect_scopes(front_state& front, std::function<void(json)> answer) {
   });
 }
 
+void ask_breaker(front_state& front, caf::actor breaker, breaker_action action,
+                 std::function<void(std::optional<breaker_status>)> answer) {
+  front.rt.system().spawn([breaker = std::move(breaker), action,
+                           answer](caf::event_based_actor* self) {
+    auto reply = [answer](std::optional<breaker_status> st) { answer(st); };
+    auto ok = [reply](const breaker_status& st) { reply(st); };
+    auto failed = [reply](caf::error&) { reply(std::nullopt); };
+    if (action == breaker_action::reset)
+      self->request(breaker, breaker_action_timeout, reset_atom_v)
+          .then(ok, failed);
+    else
+      self->request(breaker, breaker_action_timeout, isolate_atom_v)
+          .then(ok, failed);
+  });
+}
+
+std::string session_owner(std::string_view session) {
+  // The front's session ids: "key/NAME/ID", "anon/ID", "conn/N".
+  if (session.rfind("key/", 0) == 0) {
+    auto name = session.substr(4);
+    return std::string{name.substr(0, name.find('/'))};
+  }
+  return "anonymous";
+}
+
 json status_json(front_state& front, json scopes) {
+  // Sessions by who owns them (a key's name, or "anonymous"): never the
+  // ids themselves, which a client could use to join another's session.
   json sessions = json::object();
-  for (auto& [id, t] : front.rt.live_sessions())
-    sessions[id] = tier_json(t);
+  for (auto& [id, t] : front.rt.live_sessions()) {
+    auto& s = sessions[session_owner(id)];
+    if (s.is_null())
+      s = {{"sessions", 0}, {"in_use", 0}, {"waiting", 0}};
+    s["sessions"] = s["sessions"].get<uint64_t>() + 1;
+    s["in_use"] = s["in_use"].get<uint64_t>() + t.in_use;
+    s["waiting"] = s["waiting"].get<uint64_t>() + t.waiting;
+  }
+  json keys = json::object();
+  for (auto& k : front.keys.all()) {
+    auto entry = tier_json(k->tier().status());
+    entry["requests"] = k->requests.load();
+    entry["rate_limited"] = k->rate_limited.load();
+    if (k->config().requests_per_minute > 0)
+      entry["requests_per_minute"] = k->config().requests_per_minute;
+    keys[k->name()] = std::move(entry);
+  }
   json connections = json::object();
   {
     std::lock_guard<std::mutex> guard{front.connections_mx};
@@ -97,6 +139,7 @@ json status_json(front_state& front, json scopes) {
   }
   json tiers = {{"global", tier_json(front.rt.tiers().global().status())},
                 {"sessions", std::move(sessions)},
+                {"keys", std::move(keys)},
                 {"connections", std::move(connections)}};
   // The global tier across nodes: this node's leases and waiters.
   if (auto& c = front.rt.cluster_stats())

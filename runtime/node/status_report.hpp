@@ -6,10 +6,13 @@
 // mirrors; only the scopes' progress ages are asked of the backend.
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "messages/breaker.hpp"
 #include "runtime/node/front_state.hpp"
 
 namespace sluice::node {
@@ -22,6 +25,20 @@ constexpr auto status_backend_timeout = std::chrono::seconds{1};
 /// `{scope: {"progress_age_s": ...}}`.
 void collect_scopes(front_state& front,
                     std::function<void(nlohmann::json)> answer);
+
+/// Longest wait for a breaker's answer to an operator action.
+constexpr auto breaker_action_timeout = std::chrono::seconds{5};
+
+enum class breaker_action { reset, isolate };
+
+/// Sends `action` to `breaker`; calls `answer` once (on an actor thread)
+/// with the state it left, or nothing if the breaker did not answer.
+void ask_breaker(front_state& front, caf::actor breaker, breaker_action action,
+                 std::function<void(std::optional<breaker_status>)> answer);
+
+/// Who owns a session of the front, for /status: a key's name, or
+/// "anonymous".
+std::string session_owner(std::string_view session);
 
 /// The body of `GET /status`.
 nlohmann::json status_json(front_state& front, nlohmann::json scopes);

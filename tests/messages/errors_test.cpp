@@ -25,15 +25,25 @@ TEST_CASE("every error has a distinct name and JSON code") {
         errc::governance_backend_error, errc::upstream_error, errc::bad_request,
         errc::not_found, errc::method_not_allowed, errc::payload_too_large,
         errc::headers_too_large, errc::overloaded, errc::shutting_down,
-        errc::model_not_found}) {
+        errc::model_not_found, errc::unauthorized, errc::rate_limited,
+        errc::forbidden}) {
     codes.insert(describe(x).json_code);
     names.insert(to_string(x));
     auto type = describe(x).type;
+    if (x == errc::rate_limited) {
+      CHECK(type == "requests"); // OpenAI's type for its own 429s
+      continue;
+    }
     CHECK((type == "invalid_request_error" || type == "server_error"));
     CHECK((describe(x).http_status < 500) == (type == "invalid_request_error"));
   }
-  CHECK(codes.size() == 12);
-  CHECK(names.size() == 12);
+  CHECK(codes.size() == 15);
+  CHECK(names.size() == 15);
+  CHECK(describe(errc::unauthorized).http_status == 401);
+  CHECK(to_string(errc::unauthorized) == "invalid_api_key");
+  CHECK(describe(errc::rate_limited).http_status == 429);
+  CHECK(to_string(errc::rate_limited) == "rate_limit_exceeded");
+  CHECK(describe(errc::forbidden).http_status == 403);
   CHECK(describe(errc::model_not_found).http_status == 404);
   CHECK(describe(errc::bad_request).http_status == 400);
   CHECK(describe(errc::not_found).http_status == 404);

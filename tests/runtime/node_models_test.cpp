@@ -15,6 +15,7 @@
 
 #include "fakes/script_upstream.hpp"
 #include "loopback_http.hpp"
+#include "node_fixture.hpp"
 #include "messages/errors.hpp"
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
@@ -64,47 +65,32 @@ struct echo_upstream {
 struct models_fixture {
   echo_upstream openai{"openai"};
   echo_upstream other{"other"};
-  caf::actor_system_config caf_cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<runtime> rt;
-  std::unique_ptr<http_front> front;
-
-  models_fixture() {
-    add_error_category(caf_cfg);
-    sys = std::make_unique<caf::actor_system>(caf_cfg);
-    auto cfg = parse_config(
-        "[sources.openai]\ntype = \"http\"\nbase_url = \"" +
-            openai.server.url() +
-            "\"\n"
-            "  [sources.openai.models]\n"
-            "  \"gpt-4o\" = \"gpt-4o-2024-08-06\"\n"
-            "[sources.other]\ntype = \"http\"\nbase_url = \"" +
-            other.server.url() +
-            "\"\n"
-            "[sources.sim]\ntype = \"simulated\"\n"
-            "  [[sources.sim.phases]]\n  latency_min_ms = 0\n"
-            "  latency_max_ms = 0\n"
-            // Chat: by model only, no default.
-            "[routes.\"/v1/chat/completions\"]\nkind = \"chat\"\n"
-            "  [routes.\"/v1/chat/completions\".models]\n"
-            "  \"gpt-4o\" = [\"openai\"]\n"
-            "  \"gpt-4o*\" = { sources = [\"openai\", \"other\"], "
-            "weights = [1, 1] }\n"
-            "  \"llama-3\" = [\"other\"]\n"
-            // Embeddings: a default and one model.
-            "[routes.\"/v1/embeddings\"]\nkind = \"embeddings\"\n"
-            "sources = [\"sim\"]\n"
-            "  [routes.\"/v1/embeddings\".models]\n"
-            "  \"text-embedding-3-small\" = [\"openai\"]\n",
-        "models_test.toml");
-    cfg.node.listen_host = "127.0.0.1";
-    cfg.node.listen_port = 0;
-    rt = std::make_unique<runtime>(*sys, cfg.runtime);
-    install(*rt, cfg);
-    front = std::make_unique<http_front>(*rt, cfg.node);
-  }
-
-  ~models_fixture() { front->shutdown(1s); }
+  sluice::testing::node_under_test node{
+      "[sources.openai]\ntype = \"http\"\nbase_url = \"" +
+          openai.server.url() +
+          "\"\n"
+          "  [sources.openai.models]\n"
+          "  \"gpt-4o\" = \"gpt-4o-2024-08-06\"\n"
+          "[sources.other]\ntype = \"http\"\nbase_url = \"" +
+          other.server.url() +
+          "\"\n"
+          "[sources.sim]\ntype = \"simulated\"\n"
+          "  [[sources.sim.phases]]\n  latency_min_ms = 0\n"
+          "  latency_max_ms = 0\n"
+          // Chat: by model only, no default.
+          "[routes.\"/v1/chat/completions\"]\nkind = \"chat\"\n"
+          "  [routes.\"/v1/chat/completions\".models]\n"
+          "  \"gpt-4o\" = [\"openai\"]\n"
+          "  \"gpt-4o*\" = { sources = [\"openai\", \"other\"], "
+          "weights = [1, 1] }\n"
+          "  \"llama-3\" = [\"other\"]\n"
+          // Embeddings: a default and one model.
+          "[routes.\"/v1/embeddings\"]\nkind = \"embeddings\"\n"
+          "sources = [\"sim\"]\n"
+          "  [routes.\"/v1/embeddings\".models]\n"
+          "  \"text-embedding-3-small\" = [\"openai\"]\n",
+      {}, "models_test.toml"};
+  std::unique_ptr<http_front>& front = node.front;
 
   reply post(const std::string& route, const std::string& body) {
     return exchange(front->port(), http::verb::post, route, body);
@@ -168,7 +154,7 @@ TEST_CASE_METHOD(models_fixture, "models: an unknown model is OpenAI's 404, "
   CHECK(r.status == 400);
   CHECK(openai.server.requests.load() + other.server.requests.load() == before);
   // Nothing leaked.
-  CHECK(rt->tiers().global().status().in_use == 0);
+  CHECK(node.rt->tiers().global().status().in_use == 0);
 }
 
 TEST_CASE_METHOD(models_fixture, "models: GET /v1/models lists the exact "

@@ -1,0 +1,80 @@
+#include "runtime/config/secret.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+namespace sluice {
+
+namespace {
+
+void check_secret(const std::string& s, const std::string& origin) {
+  if (s.empty())
+    throw std::invalid_argument(origin + " is empty");
+  if (s.size() < secret_min_bytes)
+    throw std::invalid_argument(origin + " holds " + std::to_string(s.size()) +
+                                " bytes; a key needs at least " +
+                                std::to_string(secret_min_bytes));
+  if (s.size() > secret_file_limit)
+    throw std::invalid_argument(origin + " is longer than " +
+                                std::to_string(secret_file_limit) + " bytes");
+  for (unsigned char c : s)
+    if (c < 0x21 || c > 0x7e)
+      throw std::invalid_argument(
+          origin + " holds a byte that is not printable ASCII (a key is "
+                   "sent in an HTTP header)");
+}
+
+} // namespace
+
+std::string read_secret(std::string_view ref) {
+  if (ref.rfind("env:", 0) == 0) {
+    std::string var{ref.substr(4)};
+    if (var.empty())
+      throw std::invalid_argument("env: needs a variable name (env:VAR)");
+    auto value = std::getenv(var.c_str());
+    if (value == nullptr)
+      throw std::invalid_argument("environment variable " + var +
+                                  " is not set");
+    std::string s{value};
+    check_secret(s, "environment variable " + var);
+    return s;
+  }
+  if (ref.rfind("file:", 0) == 0) {
+    std::string path{ref.substr(5)};
+    if (path.empty())
+      throw std::invalid_argument("file: needs a path (file:PATH)");
+    std::ifstream in{path, std::ios::binary};
+    if (!in)
+      throw std::invalid_argument("cannot read '" + path + "'");
+    std::string s(secret_file_limit + 2, '\0');
+    in.read(s.data(), static_cast<std::streamsize>(s.size()));
+    if (in.bad())
+      throw std::invalid_argument("cannot read '" + path + "'");
+    s.resize(static_cast<size_t>(in.gcount()));
+    if (!s.empty() && s.back() == '\n')
+      s.pop_back();
+    if (!s.empty() && s.back() == '\r')
+      s.pop_back();
+    check_secret(s, "'" + path + "'");
+    return s;
+  }
+  throw std::invalid_argument("must be \"env:VAR\" or \"file:PATH\" (a key is "
+                              "never written in the config itself)");
+}
+
+sha256_digest sha256(std::string_view bytes) {
+  sha256_digest out{};
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(),
+         out.data());
+  return out;
+}
+
+bool same_digest(const sha256_digest& a, const sha256_digest& b) noexcept {
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+} // namespace sluice

@@ -1,0 +1,135 @@
+#include "runtime/node/client_keys.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "runtime/admission_tiers.hpp"
+#include "runtime/policy/model_match.hpp"
+
+namespace sluice::node {
+
+namespace {
+
+std::string digest_key(const sha256_digest& d) {
+  return std::string{reinterpret_cast<const char*>(d.data()), d.size()};
+}
+
+bool iequals_prefix(std::string_view text, std::string_view prefix) {
+  if (text.size() < prefix.size())
+    return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(text[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i])))
+      return false;
+  return true;
+}
+
+} // namespace
+
+client_key::client_key(client_key_config cfg, tier_handle tier, time_point now)
+    : cfg_(std::move(cfg))
+    , tier_(std::move(tier)) {
+  if (cfg_.requests_per_minute > 0) {
+    policy::quota_config q;
+    q.rate_per_s = cfg_.requests_per_minute / 60.0;
+    q.burst = cfg_.burst > 0 ? cfg_.burst : cfg_.requests_per_minute;
+    bucket_.emplace(q, now);
+  }
+}
+
+bool client_key::may_use(std::string_view model) const noexcept {
+  if (model.empty())
+    return true;
+  return std::any_of(cfg_.models.begin(), cfg_.models.end(),
+                     [&](const std::string& p) {
+                       return policy::glob_match(p, model);
+                     });
+}
+
+std::optional<duration> client_key::take(time_point now) {
+  if (!bucket_)
+    return std::nullopt;
+  std::lock_guard<std::mutex> guard{mx_};
+  if (bucket_->try_take(now))
+    return std::nullopt;
+  return bucket_->next_token(now) - now;
+}
+
+presented_key read_presented_key(const boost::beast::http::fields& h) {
+  namespace http = boost::beast::http;
+  presented_key out;
+  auto from = [&](auto name, bool bearer) {
+    if (h.count(name) == 0)
+      return false;
+    if (h.count(name) > 1) {
+      out.what = presented_key::kind::malformed;
+      return true;
+    }
+    auto v = h.find(name)->value();
+    std::string_view value{v.data(), v.size()};
+    if (bearer) {
+      if (!iequals_prefix(value, "Bearer ")) {
+        out.what = presented_key::kind::malformed;
+        return true;
+      }
+      value.remove_prefix(7);
+      while (!value.empty() && value.front() == ' ')
+        value.remove_prefix(1);
+    }
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+      value.remove_suffix(1);
+    if (value.empty()) {
+      out.what = presented_key::kind::malformed;
+      return true;
+    }
+    out.what = presented_key::kind::token;
+    out.token = value;
+    return true;
+  };
+  if (from(http::field::authorization, true))
+    return out;
+  if (from("api-key", false))
+    return out;
+  from("x-api-key", false);
+  return out;
+}
+
+client_keys::client_keys(const auth_settings& auth,
+                         const admission_tiers& tiers)
+    : admin_(auth.admin_digest) {
+  auto now = steady::now();
+  for (auto& k : auth.keys) {
+    by_digest_.emplace(digest_key(k.digest), keys_.size());
+    keys_.push_back(
+        std::make_unique<client_key>(k, tiers.new_tier(k.max_concurrent), now));
+  }
+}
+
+client_key* client_keys::find(std::string_view token) const {
+  auto d = sha256(token);
+  auto i = by_digest_.find(digest_key(d));
+  if (i == by_digest_.end())
+    return nullptr;
+  auto& key = *keys_[i->second];
+  return same_digest(key.config().digest, d) ? &key : nullptr;
+}
+
+bool client_keys::is_admin(std::string_view token) const {
+  return admin_ && same_digest(*admin_, sha256(token));
+}
+
+ops_access decide_ops_access(bool on_admin_listener, bool admin_key_configured,
+                             bool admin_key_presented,
+                             bool admin_listener_configured,
+                             bool main_listener_loopback) noexcept {
+  if (on_admin_listener)
+    return ops_access::allowed;
+  if (admin_key_configured)
+    return admin_key_presented ? ops_access::allowed
+                               : ops_access::need_admin_key;
+  if (admin_listener_configured || !main_listener_loopback)
+    return ops_access::not_here;
+  return ops_access::allowed;
+}
+
+} // namespace sluice::node

@@ -1,0 +1,127 @@
+#pragma once
+
+// Who a request is, for the HTTP front: the client key it presents (or
+// none), what that key may use, its own session tier and request rate; and
+// who may reach the operations endpoints. Keys are kept as SHA-256 digests.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/beast/http/fields.hpp>
+
+#include "actors/budget_tier.hpp"
+#include "runtime/config_file.hpp"
+#include "runtime/policy/time.hpp"
+#include "runtime/policy/token_bucket.hpp"
+
+namespace sluice {
+class admission_tiers;
+} // namespace sluice
+
+namespace sluice::node {
+
+/// One client key as the front uses it.
+class client_key {
+public:
+  client_key(client_key_config cfg, tier_handle tier, time_point now);
+
+  const std::string& name() const noexcept { return cfg_.name; }
+  const client_key_config& config() const noexcept { return cfg_; }
+
+  /// The key's session tier: its calls in flight, capped by
+  /// `max_concurrent`.
+  const tier_handle& tier() const noexcept { return tier_; }
+
+  /// Whether the key may use `model` (one of its globs matches). A request
+  /// naming no model is allowed: the route's default decides.
+  bool may_use(std::string_view model) const noexcept;
+
+  /// Takes one request from the key's rate at `now`: nothing if allowed,
+  /// else how long until the next request would be.
+  std::optional<duration> take(time_point now);
+
+  /// Requests that presented this key, and those refused for its rate.
+  std::atomic<uint64_t> requests{0};
+  std::atomic<uint64_t> rate_limited{0};
+
+private:
+  client_key_config cfg_;
+  tier_handle tier_;
+  std::mutex mx_;
+  std::optional<policy::token_bucket> bucket_;
+};
+
+/// What a request's headers present as a key.
+struct presented_key {
+  enum class kind {
+    /// No key header at all.
+    none,
+    /// `Authorization` that is not `Bearer TOKEN`, or several key headers.
+    malformed,
+    /// A token (in `token`).
+    token,
+  };
+  kind what = kind::none;
+  std::string_view token;
+};
+
+/// Reads `Authorization: Bearer KEY` (scheme case-insensitive), else
+/// `api-key`, else `x-api-key` (as some SDKs send it). A header given twice
+/// is malformed.
+presented_key read_presented_key(const boost::beast::http::fields& h);
+
+/// The front's client keys and admin key.
+class client_keys {
+public:
+  client_keys(const auth_settings& auth, const admission_tiers& tiers);
+
+  /// Whether calls need a key (some are configured).
+  bool required() const noexcept { return !keys_.empty(); }
+
+  /// The key whose digest is `sha256(token)`, if any. A lookup by digest:
+  /// its timing can tell at most about the digest of the guess, which the
+  /// guesser knows already; the final comparison is constant-time.
+  client_key* find(std::string_view token) const;
+
+  /// Whether `token` is the admin key (constant-time comparison); false
+  /// when none is configured.
+  bool is_admin(std::string_view token) const;
+
+  bool has_admin_key() const noexcept { return admin_.has_value(); }
+
+  const std::vector<std::unique_ptr<client_key>>& all() const noexcept {
+    return keys_;
+  }
+
+private:
+  std::vector<std::unique_ptr<client_key>> keys_;
+  std::unordered_map<std::string, size_t> by_digest_;
+  std::optional<sha256_digest> admin_;
+};
+
+/// Whether a request may reach an operations endpoint (/status, /metrics,
+/// /events, /admin/...).
+enum class ops_access {
+  allowed,
+  /// 401: the admin key is configured and was not presented.
+  need_admin_key,
+  /// 403: this listener does not serve operations (use node.admin_listen).
+  not_here,
+};
+
+/// The rule, in one place: the admin listener serves operations to anyone
+/// who reaches it; on the main listener the admin key, when configured, is
+/// required; without one, operations are served there only if it listens
+/// on loopback and no admin listener is configured.
+ops_access decide_ops_access(bool on_admin_listener, bool admin_key_configured,
+                             bool admin_key_presented,
+                             bool admin_listener_configured,
+                             bool main_listener_loopback) noexcept;
+
+} // namespace sluice::node

@@ -1,0 +1,53 @@
+#pragma once
+
+// A whole node in the test process, built from config TEXT through the
+// config-file API (the path sluice-node takes) and listening on a free
+// loopback port: what the in-process node tests share.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include "messages/errors.hpp"
+#include "runtime/config_file.hpp"
+#include "runtime/http_front.hpp"
+
+namespace sluice::testing {
+
+struct node_under_test {
+  caf::actor_system_config caf_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  file_config cfg;
+  std::unique_ptr<runtime> rt;
+  std::unique_ptr<http_front> front;
+
+  /// `adjust` may change the parsed config before the node starts (the
+  /// listener is 127.0.0.1 on a free port unless it says otherwise).
+  explicit node_under_test(const std::string& config_text,
+                           const std::function<void(file_config&)>& adjust = {},
+                           const std::string& origin = "test.toml") {
+    add_error_category(caf_cfg);
+    sys = std::make_unique<caf::actor_system>(caf_cfg);
+    cfg = parse_config(config_text, origin);
+    cfg.node.listen_host = "127.0.0.1";
+    cfg.node.listen_port = 0;
+    if (adjust)
+      adjust(cfg);
+    rt = std::make_unique<runtime>(*sys, cfg.runtime);
+    install(*rt, cfg);
+    front = std::make_unique<http_front>(*rt, cfg.node);
+  }
+
+  ~node_under_test() {
+    if (front)
+      front->shutdown(std::chrono::seconds{1});
+  }
+
+  uint16_t port() const { return front->port(); }
+};
+
+} // namespace sluice::testing

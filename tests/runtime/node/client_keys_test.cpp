@@ -1,0 +1,103 @@
+// The pure parts of who-is-asking: which header presents a key, the
+// operations-access rule, request ids and trace headers, and the access
+// log's line.
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "runtime/node/access_log.hpp"
+#include "runtime/node/client_keys.hpp"
+#include "runtime/node/router.hpp"
+
+using namespace sluice;
+using namespace sluice::node;
+namespace http = boost::beast::http;
+
+TEST_CASE("the key a request presents: Bearer, api-key, x-api-key") {
+  http::fields h;
+  CHECK(read_presented_key(h).what == presented_key::kind::none);
+  h.set(http::field::authorization, "Bearer  sk-1  ");
+  auto k = read_presented_key(h);
+  CHECK(k.what == presented_key::kind::token);
+  CHECK(k.token == "sk-1");
+  h.set(http::field::authorization, "BEARER sk-2");
+  CHECK(read_presented_key(h).token == "sk-2");
+  h.set(http::field::authorization, "Basic eA==");
+  CHECK(read_presented_key(h).what == presented_key::kind::malformed);
+  h.set(http::field::authorization, "Bearer ");
+  CHECK(read_presented_key(h).what == presented_key::kind::malformed);
+  http::fields a;
+  a.set("api-key", "sk-3");
+  CHECK(read_presented_key(a).token == "sk-3");
+  a.insert("api-key", "sk-4");
+  CHECK(read_presented_key(a).what == presented_key::kind::malformed);
+  http::fields x;
+  x.set("x-api-key", "sk-5");
+  CHECK(read_presented_key(x).token == "sk-5");
+  // Authorization wins over the others.
+  x.set(http::field::authorization, "Bearer sk-6");
+  CHECK(read_presented_key(x).token == "sk-6");
+}
+
+TEST_CASE("who may reach the operations endpoints") {
+  // on_admin, admin_key_configured, presented, admin_listener, loopback
+  CHECK(decide_ops_access(true, true, false, true, false) ==
+        ops_access::allowed);
+  CHECK(decide_ops_access(false, true, true, false, false) ==
+        ops_access::allowed);
+  CHECK(decide_ops_access(false, true, false, false, true) ==
+        ops_access::need_admin_key);
+  CHECK(decide_ops_access(false, false, false, true, true) ==
+        ops_access::not_here);
+  CHECK(decide_ops_access(false, false, false, false, false) ==
+        ops_access::not_here);
+  CHECK(decide_ops_access(false, false, false, false, true) ==
+        ops_access::allowed);
+}
+
+TEST_CASE("request ids and trace headers taken from a client") {
+  CHECK(valid_request_id("req-42"));
+  CHECK(valid_request_id("a1b2:c3/d4+e5=f6@g7_h8.i9"));
+  CHECK_FALSE(valid_request_id(""));
+  CHECK_FALSE(valid_request_id("has space"));
+  CHECK_FALSE(valid_request_id("quote\""));
+  CHECK_FALSE(valid_request_id(std::string(129, 'a')));
+  CHECK(valid_request_id(std::string(128, 'a')));
+  auto tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  CHECK(valid_trace_header("traceparent", tp));
+  CHECK(valid_trace_header("traceparent", std::string{tp} + "-future"));
+  CHECK_FALSE(valid_trace_header("traceparent", std::string{tp} + "x"));
+  CHECK_FALSE(valid_trace_header(
+      "traceparent", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01"));
+  CHECK_FALSE(valid_trace_header("traceparent", "00-xyz"));
+  CHECK(valid_trace_header("tracestate", "rojo=00f067aa0ba902b7, congo=t61"));
+  CHECK_FALSE(valid_trace_header("tracestate", "a\nb"));
+  CHECK_FALSE(valid_trace_header("tracestate", std::string(513, 'a')));
+}
+
+TEST_CASE("an access-log line has every field, nulls for the empty ones") {
+  access_record r;
+  r.time = std::chrono::system_clock::time_point{
+      std::chrono::milliseconds{1764607227123}};
+  r.request_id = "req-1";
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.model = "gpt-4o";
+  r.status = 503;
+  r.error = "tool_busy";
+  r.attempts = 0;
+  r.total = std::chrono::milliseconds{250};
+  r.upstream = std::chrono::milliseconds{0};
+  auto doc = nlohmann::json::parse(access_line(r));
+  CHECK(doc["time"] == "2025-12-01T16:40:27.123Z");
+  CHECK(doc["request_id"] == "req-1");
+  CHECK(doc["key"].is_null());
+  CHECK(doc["source"].is_null());
+  CHECK(doc["status"] == 503);
+  CHECK(doc["error"] == "tool_busy");
+  CHECK(doc["total_ms"] == 250.0);
+  CHECK(doc["overhead_us"] == 250000);
+  // Invalid UTF-8 from a client does not break the line.
+  r.model = "\xff\xfe";
+  CHECK(nlohmann::json::parse(access_line(r), nullptr, false).is_object());
+}
