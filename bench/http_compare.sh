@@ -107,6 +107,7 @@ CONF
 cat > "$work/sluice.toml" <<CONF
 [node]
 listen = "127.0.0.1:$sl"
+access_log = "off"            # as nginx and haproxy here
 [admission]
 session_cap = 1024
 connection_cap = 1024

@@ -15,9 +15,8 @@ void check_secret(const std::string& s, const std::string& origin) {
   if (s.empty())
     throw std::invalid_argument(origin + " is empty");
   if (s.size() < secret_min_bytes)
-    throw std::invalid_argument(origin + " holds " + std::to_string(s.size()) +
-                                " bytes; a key needs at least " +
-                                std::to_string(secret_min_bytes));
+    throw std::invalid_argument(origin + " is too short: a key needs at least " +
+                                std::to_string(secret_min_bytes) + " bytes");
   if (s.size() > secret_file_limit)
     throw std::invalid_argument(origin + " is longer than " +
                                 std::to_string(secret_file_limit) + " bytes");

@@ -33,7 +33,8 @@ struct access_record {
   /// The source that answered (empty: none).
   std::string source;
   uint32_t attempts = 0;
-  /// From the request's last byte read to its answer's end.
+  /// From the request's header read to its answer (written, or its
+  /// stream's end).
   duration total{};
   /// The attempts' time at upstreams (summed).
   duration upstream{};

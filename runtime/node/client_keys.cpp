@@ -38,8 +38,9 @@ client_key::client_key(client_key_config cfg, tier_handle tier, time_point now)
 }
 
 bool client_key::may_use(std::string_view model) const noexcept {
-  if (model.empty())
-    return true;
+  if (model.empty()) // the route's default sources: any model only
+    return std::find(cfg_.models.begin(), cfg_.models.end(), "*") !=
+           cfg_.models.end();
   return std::any_of(cfg_.models.begin(), cfg_.models.end(),
                      [&](const std::string& p) {
                        return policy::glob_match(p, model);
@@ -121,13 +122,15 @@ bool client_keys::is_admin(std::string_view token) const {
 ops_access decide_ops_access(bool on_admin_listener, bool admin_key_configured,
                              bool admin_key_presented,
                              bool admin_listener_configured,
-                             bool main_listener_loopback) noexcept {
+                             bool main_listener_loopback,
+                             bool client_keys_configured) noexcept {
   if (on_admin_listener)
     return ops_access::allowed;
   if (admin_key_configured)
     return admin_key_presented ? ops_access::allowed
                                : ops_access::need_admin_key;
-  if (admin_listener_configured || !main_listener_loopback)
+  if (admin_listener_configured || !main_listener_loopback ||
+      client_keys_configured)
     return ops_access::not_here;
   return ops_access::allowed;
 }

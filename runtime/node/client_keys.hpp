@@ -39,7 +39,8 @@ public:
   const tier_handle& tier() const noexcept { return tier_; }
 
   /// Whether the key may use `model` (one of its globs matches). A request
-  /// naming no model is allowed: the route's default decides.
+  /// naming no model is allowed only to a key with "*" (otherwise the
+  /// route's default sources would serve it whatever the key's models).
   bool may_use(std::string_view model) const noexcept;
 
   /// Takes one request from the key's rate at `now`: nothing if allowed,
@@ -118,10 +119,13 @@ enum class ops_access {
 /// The rule, in one place: the admin listener serves operations to anyone
 /// who reaches it; on the main listener the admin key, when configured, is
 /// required; without one, operations are served there only if it listens
-/// on loopback and no admin listener is configured.
+/// on loopback, no admin listener is configured and no client keys are
+/// (with client keys, the main listener is meant for clients: a reverse
+/// proxy on the same host would otherwise open /admin/ to them).
 ops_access decide_ops_access(bool on_admin_listener, bool admin_key_configured,
                              bool admin_key_presented,
                              bool admin_listener_configured,
-                             bool main_listener_loopback) noexcept;
+                             bool main_listener_loopback,
+                             bool client_keys_configured) noexcept;
 
 } // namespace sluice::node

@@ -103,6 +103,8 @@ connection::connection(tcp::socket&& socket, front_state& front, bool admin)
     , peer_(endpoint_text(stream_.socket()))
     , admin_(admin) {
   ++front_.open_connections;
+  if (admin_)
+    ++front_.admin_connections;
 }
 
 connection::~connection() {
@@ -113,6 +115,8 @@ connection::~connection() {
     front_.connections.erase(id_);
   }
   --front_.open_connections;
+  if (admin_)
+    --front_.admin_connections;
 }
 
 void connection::start() {
@@ -139,6 +143,14 @@ void connection::guarded(const char* where, F&& fn) noexcept {
 
 void connection::fail(const char* where, const char* what) noexcept {
   ++front_.counters.handler_errors;
+  try {
+    if (!rec_.method.empty()) {
+      rec_.error = "handler_error";
+      log_access(500);
+    }
+  } catch (...) {
+    // nothing more to do about it
+  }
   try {
     log_limited(handler_log, spdlog::level::err,
                 "connection {} from {}: {} threw: {}; closing it", id_, peer_,
@@ -200,6 +212,10 @@ void connection::on_header(beast::error_code ec) {
     return refuse(errc::bad_request, "malformed HTTP request: " + *why, false);
   if (front_.stopping)
     return refuse(errc::shutting_down, "the node is stopping", false);
+  // Who is asking is decided on the header: a client without a key gets
+  // neither `100 Continue` nor a read of its body.
+  if (!check_access())
+    return;
   if (!parser_->is_done() && expects_continue(req.base(), req.version())) {
     // The client waits for this before it sends the body.
     net::async_write(
@@ -252,8 +268,11 @@ void connection::on_body(beast::error_code ec) {
 }
 
 void connection::on_read_error(beast::error_code ec) {
-  if (quiet_close(ec))
+  if (quiet_close(ec)) {
+    if (!rec_.method.empty())
+      log_access(client_closed_status); // it left mid-request
     return close(); // the client left, or idled past the read timeout
+  }
   if (ec == http::error::header_limit)
     return refuse(errc::headers_too_large,
                   "request header exceeds " + std::to_string(max_header_bytes) +
@@ -291,8 +310,6 @@ void connection::handle() {
       write(make_response(200, R"({"status":"ok"})", keep_, version_));
     return;
   }
-  if (is_ops_path(*path) && !ops_allowed())
-    return;
   if (path->rfind("/admin/", 0) == 0) {
     if (only(http::verb::post, "use POST on /admin/breakers/SOURCE/ACTION"))
       admin_action(path->substr(7));
@@ -321,8 +338,6 @@ void connection::handle() {
                   "the admin listener serves /healthz, /status, /metrics, "
                   "/events and /admin/ only; calls go to node.listen",
                   keep_);
-  if (!authenticate())
-    return;
   if (*path == "/v1/models" || path->rfind("/v1/models/", 0) == 0) {
     if (!only(http::verb::get, "use GET /v1/models"))
       return;
@@ -399,8 +414,9 @@ void connection::refuse(errc code, const std::string& why, bool keep_alive) {
 }
 
 void connection::write(response res) {
-  if (!rec_.request_id.empty())
-    res.set("X-Request-Id", rec_.request_id);
+  if (rec_.request_id.empty()) // refused before its header was read
+    rec_.request_id = new_request_id();
+  res.set("X-Request-Id", rec_.request_id);
   log_access(res.result_int());
   auto keep = res.keep_alive();
   auto sp = std::make_shared<response>(std::move(res));
@@ -447,13 +463,39 @@ bool connection::is_ops_path(const std::string& path) const {
          path.rfind("/admin/", 0) == 0;
 }
 
-bool connection::ops_allowed() {
-  auto presented = read_presented_key(request_.base());
+// On the header: whether this request may go on (else it was refused and
+// the connection closes after the answer, its body unread). Sets `key_`.
+bool connection::check_access() {
+  auto& req = parser_->get();
+  version_ = req.version();
+  auto target = req.target();
+  auto path = request_path({target.data(), target.size()});
+  if (!path || *path == "/healthz")
+    return true; // handle() answers it
+  keep_ = false; // a refusal here closes the connection
+  if (is_ops_path(*path))
+    return ops_allowed(*path, req.base());
+  if (admin_)
+    return true; // handle() answers 404: no calls here
+  return authenticate(req.base());
+}
+
+bool connection::ops_allowed(const std::string& path,
+                             const http::fields& headers) {
+  // A browser's cross-origin POST needs no preflight: a page the operator
+  // visits must not reset breakers.
+  if (path.rfind("/admin/", 0) == 0 && headers.count(http::field::origin) > 0) {
+    refuse(errc::forbidden,
+           "/admin/ takes no cross-origin requests (an Origin header was sent)",
+           false);
+    return false;
+  }
+  auto presented = read_presented_key(headers);
   bool admin_key = presented.what == presented_key::kind::token &&
                    front_.keys.is_admin(presented.token);
   switch (decide_ops_access(admin_, front_.keys.has_admin_key(), admin_key,
                             front_.settings.admin_listen.has_value(),
-                            front_.main_loopback)) {
+                            front_.main_loopback, front_.keys.required())) {
   case ops_access::allowed:
     return true;
   case ops_access::need_admin_key:
@@ -466,10 +508,10 @@ bool connection::ops_allowed() {
     refuse(errc::forbidden,
            front_.settings.admin_listen
                ? "operations are served on node.admin_listen"
-               : "operations are not served on a non-loopback listener "
-                 "without auth.admin_key; set auth.admin_key or "
-                 "node.admin_listen",
-           keep_);
+               : "operations are not served here without auth.admin_key "
+                 "(this listener is not loopback, or it serves client "
+                 "keys); set auth.admin_key or node.admin_listen",
+           false);
     return false;
   }
   return false;
@@ -478,11 +520,11 @@ bool connection::ops_allowed() {
 // Who the caller of a call route or /v1/models is: a known key, or
 // anonymous when the node has no keys (a key sent anyway is ignored: SDKs
 // always send one).
-bool connection::authenticate() {
+bool connection::authenticate(const http::fields& headers) {
   key_ = nullptr;
   if (!front_.keys.required())
     return true;
-  auto presented = read_presented_key(request_.base());
+  auto presented = read_presented_key(headers);
   switch (presented.what) {
   case presented_key::kind::none:
     refuse_unauthorized("You didn't provide an API key. Send it as "
@@ -510,7 +552,7 @@ void connection::refuse_unauthorized(const std::string& why) {
   log_limited(refused_log, spdlog::level::info,
               "refused a request from {} to {}: {} (invalid_api_key)", peer_,
               rec_.path, why);
-  auto res = error_response(errc::unauthorized, why, keep_, version_);
+  auto res = error_response(errc::unauthorized, why, false, version_);
   res.set(http::field::www_authenticate, "Bearer realm=\"sluice\"");
   write(std::move(res));
 }
@@ -554,6 +596,15 @@ void connection::admin_action(const std::string& rest) {
     front_.pending_connections.insert(shared_from_this());
   }
   std::weak_ptr<connection> weak = shared_from_this();
+  // Should the spawn throw (no memory), the connection is no longer kept.
+  struct unpend {
+    connection* c;
+    bool armed = true;
+    ~unpend() {
+      if (armed)
+        c->forget_pending();
+    }
+  } guard{this};
   ask_breaker(
       front_, target->breaker.actor, action,
       [weak, gate = front_.gate, name = *source,
@@ -574,6 +625,7 @@ void connection::admin_action(const std::string& rest) {
               c.keep_, c.version_));
         });
       });
+  guard.armed = false;
 }
 
 // -- governed calls
@@ -633,8 +685,14 @@ void connection::start_call(const std::string& path) {
     return refuse(errc::bad_request, facts.error, keep_);
   auto model = facts.model.value_or("");
   rec_.model = echo(model);
-  if (key_ && !key_->may_use(model))
+  if (key_ && !key_->may_use(model)) {
+    if (model.empty()) // the route's default would serve any model
+      return refuse_param(errc::bad_request,
+                          "you must provide a model parameter (key " +
+                              key_->name() + " may use only its models)",
+                          "model");
     return refuse_model(model); // as OpenAI: not there for this key
+  }
   switch (front_.rt.find_route(path, model).miss) {
   case route_miss::none:
     break;

@@ -68,9 +68,11 @@ private:
 
   // -- who is asking
   // -----------------------------------------------------------
+  bool check_access();
   bool is_ops_path(const std::string& path) const;
-  bool ops_allowed();
-  bool authenticate();
+  bool ops_allowed(const std::string& path,
+                   const boost::beast::http::fields& headers);
+  bool authenticate(const boost::beast::http::fields& headers);
   void refuse_unauthorized(const std::string& why);
   void admin_action(const std::string& rest);
 

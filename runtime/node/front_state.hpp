@@ -104,6 +104,9 @@ struct front_state {
 
   std::atomic<size_t> in_flight{0};
   std::atomic<size_t> open_connections{0};
+  /// Of those, on the admin listener (a budget of their own, so a flood of
+  /// clients cannot lock the operator out).
+  std::atomic<size_t> admin_connections{0};
   std::atomic<uint64_t> next_connection{1};
   /// Set by shutdown: new requests are answered 503 shutting_down.
   std::atomic<bool> stopping{false};

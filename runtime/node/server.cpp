@@ -35,6 +35,10 @@ using node::front_state;
 /// the backlog and the next accept fails the same way).
 constexpr auto accept_backoff_time = std::chrono::milliseconds{100};
 
+/// Connections open at once on `node.admin_listen` (not counted in
+/// `node.max_connections`: a client flood cannot lock the operator out).
+constexpr size_t max_admin_connections = 64;
+
 /// After the grace period: how long the 503s to cut-off calls may take to
 /// be written before the I/O threads stop.
 constexpr auto cutoff_flush_time = std::chrono::seconds{1};
@@ -94,12 +98,14 @@ void on_accept(front_state& f, bool admin, boost::system::error_code ec,
     acceptor_of(f, !admin).cancel(ignored);
     return accept_later(f);
   }
-  if (f.open_connections >= f.settings.max_connections) {
+  auto admins = f.admin_connections.load();
+  if (admin ? admins >= max_admin_connections
+            : f.open_connections - admins >= f.settings.max_connections) {
     ++f.counters.connections_refused;
     log_limited(full_log, spdlog::level::warn,
-                "closed a new connection: node.max_connections = {} are "
-                "open",
-                f.settings.max_connections);
+                "closed a new connection: {} = {} are open",
+                admin ? "the admin listener's limit" : "node.max_connections",
+                admin ? max_admin_connections : f.settings.max_connections);
     boost::system::error_code ignored;
     socket.close(ignored);
     return do_accept(f, admin);

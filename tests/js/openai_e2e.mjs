@@ -1,5 +1,7 @@
 // End-to-end test: the official `openai` npm client talks to sluice-node, which
-// forwards to a fake OpenAI upstream run here (node:http on 127.0.0.1).
+// forwards over verified HTTPS to a fake OpenAI upstream run here (node:https
+// on 127.0.0.1, with a CA and certificate made by the `openssl` command).
+// The node has a client key: the client must send it.
 //
 //   node tests/js/openai_e2e.mjs PATH_TO_SLUICE_NODE
 //
@@ -8,16 +10,18 @@
 // (b) a streaming completion arrives chunk by chunk, the first chunk before
 // the upstream finished writing (pass-through, not buffered); (c) an upstream
 // 400 reaches the client with its status and body; (d) an unrouted endpoint
-// is a 404 `not_found`. Prints one line per check, exits non-zero on any
+// is a 404 `not_found`; (j) a wrong client key is a 401 `invalid_api_key` the
+// upstream never sees; (k) the answer's X-Request-Id is the one the upstream
+// got, and a traceparent passes through. Prints one line per check, exits non-zero on any
 // failure, and always stops sluice-node and the upstream. Then, with no
 // upstream, against the embedded default config: (e) a chat completion,
 // (f) a stream with usage last, (g) embeddings (base64 and floats), (h) the
 // model list, (i) the fake upstream untouched.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
-import http from 'node:http';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -28,6 +32,8 @@ const STREAM_CHUNKS = ['Sluice ', 'streams ', 'tokens ', 'as they ', 'come.'];
 const STREAM_GAP_MS = 150;
 const SECRET = 'Bearer e2e-secret';
 const CLIENT_KEY = 'unused';
+// The key the node requires of its clients in the first part.
+const NODE_KEY = 'e2e-client-key-0123456789';
 
 const nodeBinary = process.argv[2];
 if (!nodeBinary) {
@@ -132,6 +138,8 @@ function handleUpstream(req, res) {
       method: req.method,
       url: req.url,
       authorization: req.headers.authorization,
+      requestId: req.headers['x-request-id'],
+      traceparent: req.headers.traceparent,
       body,
     });
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
@@ -205,7 +213,7 @@ function startNode(configPath) {
   childExit = null;
   childOutput = '';
   child = spawn(nodeBinary, [...args, '--listen', '127.0.0.1:0'], {
-    env: { ...process.env, SLUICE_E2E_KEY: SECRET },
+    env: { ...process.env, SLUICE_E2E_KEY: SECRET, SLUICE_E2E_NODE_KEY: NODE_KEY },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = once(child, 'exit').then(([code, signal]) => {
@@ -265,27 +273,50 @@ process.on('exit', () => {
 // -- the test -----------------------------------------------------------------
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-js-e2e-'));
-const server = http.createServer(handleUpstream);
+
+// A CA and a certificate for 127.0.0.1 signed by it, made here.
+function makeCertificates(dir) {
+  const file = (name) => path.join(dir, name);
+  const openssl = (...args) => execFileSync('openssl', args, { stdio: 'pipe' });
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
+          '-subj', '/CN=sluice e2e CA', '-keyout', file('ca.key'), '-out', file('ca.pem'));
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1',
+          '-keyout', file('server.key'), '-out', file('server.csr'));
+  fs.writeFileSync(file('ext.cnf'), 'subjectAltName = IP:127.0.0.1\n');
+  openssl('x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'),
+          '-CAkey', file('ca.key'), '-CAcreateserial', '-days', '2',
+          '-extfile', file('ext.cnf'), '-out', file('server.pem'));
+  return { ca: file('ca.pem'), key: fs.readFileSync(file('server.key')),
+           cert: fs.readFileSync(file('server.pem')) };
+}
+
+const pki = makeCertificates(tmp);
+const server = https.createServer({ key: pki.key, cert: pki.cert }, handleUpstream);
 let nodeExited = null;
 
 async function main() {
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   const upstreamPort = server.address().port;
-  console.log(`upstream listening on 127.0.0.1:${upstreamPort}`);
+  console.log(`upstream listening on https://127.0.0.1:${upstreamPort}`);
 
   const configPath = path.join(tmp, 'sluice.toml');
   fs.writeFileSync(configPath, `# written by tests/js/openai_e2e.mjs
 [node]
 shutdown_grace_s = 2
 
+[auth.keys.e2e]
+key = "env:SLUICE_E2E_NODE_KEY"
+
 [sources.fake-openai]
 type = "http"
-base_url = "http://127.0.0.1:${upstreamPort}"
+base_url = "https://127.0.0.1:${upstreamPort}/v1"
 connect_timeout_s = 5
 response_timeout_s = 30
   [sources.fake-openai.headers]
   Authorization = "env:SLUICE_E2E_KEY"
+  [sources.fake-openai.tls]
+  ca_file = "${pki.ca}"
 
 [routes."/v1/chat/completions"]
 kind = "chat"
@@ -305,7 +336,7 @@ sources = ["fake-openai"]
 
   const client = new OpenAI({
     baseURL: `http://127.0.0.1:${port}/v1`,
-    apiKey: CLIENT_KEY,
+    apiKey: NODE_KEY,
     maxRetries: 0,
     timeout: 20_000,
   });
@@ -414,6 +445,41 @@ sources = ["fake-openai"]
     expect(err.error?.code === 'not_found', `error body ${JSON.stringify(err.error)}`);
     expect(upstream.requests.length === before, 'the upstream was called');
     return err.message;
+  });
+
+  await check('(j) a wrong client key is 401 invalid_api_key, never sent upstream', async () => {
+    const before = upstream.requests.length;
+    const stranger = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`,
+                                  apiKey: 'not-the-key-0123456789', maxRetries: 0 });
+    let err = null;
+    try {
+      await stranger.chat.completions.create({ model: 'gpt-e2e', messages: [] });
+    } catch (e) {
+      err = e;
+    }
+    expect(err instanceof OpenAI.AuthenticationError,
+           `threw ${err?.constructor?.name}: ${err?.message}`);
+    expect(err.status === 401 && err.error?.code === 'invalid_api_key',
+           `status ${err.status}, body ${JSON.stringify(err.error)}`);
+    expect(upstream.requests.length === before, 'the upstream was called');
+    return err.message;
+  });
+
+  await check('(k) X-Request-Id comes back and reached the upstream, traceparent too', async () => {
+    const before = upstream.requests.length;
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const { response } = await client.chat.completions.create(
+      { model: 'gpt-e2e', messages: [{ role: 'user', content: 'trace me' }] },
+      { headers: { traceparent } },
+    ).withResponse();
+    const id = response.headers.get('x-request-id');
+    const seen = upstream.requests.slice(before);
+    expect(id && id.length > 0, 'no X-Request-Id on the answer');
+    expect(seen.length === 1 && seen[0].requestId === id,
+           `upstream saw X-Request-Id ${JSON.stringify(seen[0]?.requestId)}, client got ${id}`);
+    expect(seen[0].traceparent === traceparent,
+           `upstream saw traceparent ${JSON.stringify(seen[0].traceparent)}`);
+    return `X-Request-Id ${id}`;
   });
 
   // The node's documented shutdown: SIGTERM drains and exits 0.

@@ -510,3 +510,58 @@ TEST_CASE("auth config: keys by reference only, checked with key and line",
   CHECK(same_digest(cfg.node.auth.keys[0].digest, sha256(key_a)));
   CHECK(cfg.node.auth.keys[0].models == std::vector<std::string>{"*"});
 }
+
+TEST_CASE("auth: a client without a key is refused on its header - no "
+          "100 Continue and no body read",
+          "[node][auth]") {
+  node_under_test node{keyed_config()};
+  // A 1 MB body announced: the answer comes before any of it is sent.
+  auto r = raw_exchange(node.port(),
+                        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                        "Content-Length: 1000000\r\n"
+                        "Expect: 100-continue\r\n\r\n");
+  CHECK(r.status == 401);
+  CHECK(code_of(r) == "invalid_api_key");
+  // A key limited to some models must name one (the route's default
+  // sources would serve any).
+  auto none = exchange_with(node.port(), http::verb::post,
+                            "/v1/chat/completions", R"({"messages":[]})",
+                            bearer(key_a));
+  CHECK(none.status == 400);
+  CHECK(none.doc()["error"]["param"] == "model");
+}
+
+TEST_CASE("admin: with client keys and no admin key the main listener "
+          "serves no operations - and /admin/ takes no cross-origin requests",
+          "[node][auth][admin]") {
+  set_keys();
+  node_under_test keyed{R"toml(
+[node]
+access_log = "off"
+[auth.keys.a]
+key = "env:SLUICE_TEST_KEY_A"
+[sources.s]
+type = "simulated"
+[routes."/r"]
+sources = ["s"]
+)toml"};
+  auto st = exchange_with(keyed.port(), http::verb::get, "/status", "",
+                          bearer(key_a));
+  CHECK(st.status == 403);
+  CHECK(code_of(st) == "permission_denied");
+  node_under_test open{R"toml(
+[node]
+access_log = "off"
+[sources.s]
+type = "simulated"
+[routes."/r"]
+sources = ["s"]
+)toml"};
+  CHECK(exchange(open.port(), http::verb::get, "/status").status == 200);
+  auto cross = exchange_with(open.port(), http::verb::post,
+                             "/admin/breakers/s/isolate", "",
+                             {{"Origin", "http://evil.example"}});
+  CHECK(cross.status == 403);
+  CHECK(open.rt->source("s").breaker.mirror->load().state ==
+        policy::breaker_state::closed);
+}

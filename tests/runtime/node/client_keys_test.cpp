@@ -40,19 +40,25 @@ TEST_CASE("the key a request presents: Bearer, api-key, x-api-key") {
 }
 
 TEST_CASE("who may reach the operations endpoints") {
-  // on_admin, admin_key_configured, presented, admin_listener, loopback
-  CHECK(decide_ops_access(true, true, false, true, false) ==
+  // on_admin, admin_key_configured, presented, admin_listener, loopback,
+  // client keys
+  CHECK(decide_ops_access(true, true, false, true, false, true) ==
         ops_access::allowed);
-  CHECK(decide_ops_access(false, true, true, false, false) ==
+  CHECK(decide_ops_access(false, true, true, false, false, true) ==
         ops_access::allowed);
-  CHECK(decide_ops_access(false, true, false, false, true) ==
+  CHECK(decide_ops_access(false, true, false, false, true, false) ==
         ops_access::need_admin_key);
-  CHECK(decide_ops_access(false, false, false, true, true) ==
+  CHECK(decide_ops_access(false, false, false, true, true, false) ==
         ops_access::not_here);
-  CHECK(decide_ops_access(false, false, false, false, false) ==
+  CHECK(decide_ops_access(false, false, false, false, false, false) ==
         ops_access::not_here);
-  CHECK(decide_ops_access(false, false, false, false, true) ==
+  // Loopback and nothing configured: a developer's node.
+  CHECK(decide_ops_access(false, false, false, false, true, false) ==
         ops_access::allowed);
+  // Client keys without an admin key: the main listener is for clients
+  // (a reverse proxy on the host would pass anyone's /admin/).
+  CHECK(decide_ops_access(false, false, false, false, true, true) ==
+        ops_access::not_here);
 }
 
 TEST_CASE("request ids and trace headers taken from a client") {
