@@ -166,6 +166,39 @@ std::string header_value(const std::string& v) {
 
 } // namespace
 
+std::string upstream_target(std::string_view base_path,
+                            std::string_view route) {
+  // Segments are what lies between slashes: "/a/b" holds "a" and "b".
+  auto segments = [](std::string_view path) {
+    std::vector<std::string_view> out;
+    while (!path.empty() && path.front() == '/') {
+      path.remove_prefix(1);
+      auto end = std::min(path.find('/'), path.size());
+      out.push_back(path.substr(0, end));
+      path.remove_prefix(end);
+    }
+    return out;
+  };
+  auto base = segments(base_path);
+  auto head = segments(route);
+  std::string out{base_path};
+  if (route.empty() || route.front() != '/' || head.size() < 2) {
+    out += route;
+    return out;
+  }
+  for (auto k = std::min(base.size(), head.size() - 1); k > 0; --k)
+    if (std::equal(base.end() - k, base.end(), head.begin())) {
+      // Skip the route's first k segments, each with its leading '/'.
+      size_t skip = 0;
+      for (size_t i = 0; i < k; ++i)
+        skip += 1 + head[i].size();
+      out += route.substr(skip);
+      return out;
+    }
+  out += route;
+  return out;
+}
+
 void validate(const http_source_config& cfg) {
   std::string why;
   if (!parse_url(cfg.base_url, why))
@@ -416,7 +449,7 @@ private:
     if (call.timeout > duration::zero())
       ex->deadline = clock_type::now() + call.timeout;
     active_[ex->id] = ex;
-    ex->req = {http::verb::post, url_.prefix + call.route, 11};
+    ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
     ex->req.set(http::field::host, host_header_);
     ex->req.set(http::field::content_type, "application/json");
     ex->req.set(http::field::user_agent, "sluice");
