@@ -164,6 +164,29 @@ std::string header_value(const std::string& v) {
   return v;
 }
 
+// A caller's header (`call_request::headers`) may go upstream: not one of
+// the names the source owns (framing, routing, its credentials), and no
+// byte that could end the header line or the field name early (the caller
+// validated them; this keeps a slip from splitting the request).
+bool forwardable(const std::string& name, const std::string& value) {
+  static constexpr const char* owned[] = {
+      "host",         "authorization",     "content-length",
+      "content-type", "transfer-encoding", "connection"};
+  if (name.empty())
+    return false;
+  for (auto own : owned)
+    if (beast::iequals(name, own))
+      return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view{"!#$%&'*+-.^_`|~"}.find(c) == std::string_view::npos)
+      return false;
+  for (char c : value)
+    if (c == '\r' || c == '\n' || c == '\0')
+      return false;
+  return true;
+}
+
 } // namespace
 
 std::string upstream_target(std::string_view base_path,
@@ -455,6 +478,16 @@ private:
     ex->req.set(http::field::user_agent, "sluice");
     for (auto& [name, value] : headers_)
       ex->req.set(name, value);
+    // The caller's headers come after the source's own and never replace
+    // one of them: a name the source set (its config included) or owns is
+    // skipped; the rest are added as given, repeats kept (tracestate).
+    std::vector<const std::pair<std::string, std::string>*> extra;
+    for (auto& h : call.headers)
+      if (extra.size() < max_call_headers && forwardable(h.first, h.second) &&
+          ex->req.find(h.first) == ex->req.end())
+        extra.push_back(&h);
+    for (auto* h : extra)
+      ex->req.insert(h->first, h->second);
     ex->req.keep_alive(true);
     ex->req.body() = std::move(call.payload);
     ex->req.prepare_payload();

@@ -143,9 +143,11 @@ struct http_source {
 /// reads Retry-After (seconds or HTTP-date). A streamed call's 2xx answer
 /// is passed on to `stream_to` as its bytes arrive; an error answer is read
 /// whole (up to `max_error_body_bytes`), so it can still be retried
-/// elsewhere. 1xx interim answers are skipped; a connection goes back to
-/// the pool only after a complete keep-alive answer with nothing behind it,
-/// and is checked for pending bytes or a close when taken out. An upstream
+/// elsewhere. A call's `headers` follow the source's own and replace none
+/// of them (nor Host, Authorization, Content-Length, Content-Type,
+/// Transfer-Encoding, Connection: those names are skipped). 1xx interim
+/// answers are skipped; a connection goes back to the pool only after a
+/// complete keep-alive answer with nothing behind it, and is checked for pending bytes or a close when taken out. An upstream
 /// 401/403/407 (the gateway's own credentials refused) becomes a
 /// `permanent` 502 with a generic body: the upstream's body is neither
 /// passed on nor logged. When the requester of an attempt terminates (the

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -38,7 +39,15 @@ struct call_request {
   /// once this much time has passed without its answer. Zero: no limit.
   /// Other sources never see it: the runtime times them from outside.
   duration timeout{};
+  /// Request headers to send upstream as given (the node sets X-Request-Id,
+  /// traceparent, tracestate); sources that are not HTTP ignore them. At
+  /// most 8 (`max_call_headers`), names and values already validated by
+  /// the caller.
+  std::vector<std::pair<std::string, std::string>> headers{};
 };
+
+/// Most entries of `call_request::headers`; an HTTP source sends no more.
+constexpr size_t max_call_headers = 8;
 
 /// A source's answer to one attempt.
 struct source_reply {
