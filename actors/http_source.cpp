@@ -164,7 +164,63 @@ std::string header_value(const std::string& v) {
   return v;
 }
 
+// A caller's header (`call_request::headers`) may go upstream: not one of
+// the names the source owns (framing, routing, its credentials), and no
+// byte that could end the header line or the field name early (the caller
+// validated them; this keeps a slip from splitting the request).
+bool forwardable(const std::string& name, const std::string& value) {
+  static constexpr const char* owned[] = {
+      "host",         "authorization",     "content-length",
+      "content-type", "transfer-encoding", "connection"};
+  if (name.empty())
+    return false;
+  for (auto own : owned)
+    if (beast::iequals(name, own))
+      return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) &&
+        std::string_view{"!#$%&'*+-.^_`|~"}.find(c) == std::string_view::npos)
+      return false;
+  for (char c : value)
+    if (c == '\r' || c == '\n' || c == '\0')
+      return false;
+  return true;
+}
+
 } // namespace
+
+std::string upstream_target(std::string_view base_path,
+                            std::string_view route) {
+  // Segments are what lies between slashes: "/a/b" holds "a" and "b".
+  auto segments = [](std::string_view path) {
+    std::vector<std::string_view> out;
+    while (!path.empty() && path.front() == '/') {
+      path.remove_prefix(1);
+      auto end = std::min(path.find('/'), path.size());
+      out.push_back(path.substr(0, end));
+      path.remove_prefix(end);
+    }
+    return out;
+  };
+  auto base = segments(base_path);
+  auto head = segments(route);
+  std::string out{base_path};
+  if (route.empty() || route.front() != '/' || head.size() < 2) {
+    out += route;
+    return out;
+  }
+  for (auto k = std::min(base.size(), head.size() - 1); k > 0; --k)
+    if (std::equal(base.end() - k, base.end(), head.begin())) {
+      // Skip the route's first k segments, each with its leading '/'.
+      size_t skip = 0;
+      for (size_t i = 0; i < k; ++i)
+        skip += 1 + head[i].size();
+      out += route.substr(skip);
+      return out;
+    }
+  out += route;
+  return out;
+}
 
 void validate(const http_source_config& cfg) {
   std::string why;
@@ -416,12 +472,22 @@ private:
     if (call.timeout > duration::zero())
       ex->deadline = clock_type::now() + call.timeout;
     active_[ex->id] = ex;
-    ex->req = {http::verb::post, url_.prefix + call.route, 11};
+    ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
     ex->req.set(http::field::host, host_header_);
     ex->req.set(http::field::content_type, "application/json");
     ex->req.set(http::field::user_agent, "sluice");
     for (auto& [name, value] : headers_)
       ex->req.set(name, value);
+    // The caller's headers come after the source's own and never replace
+    // one of them: a name the source set (its config included) or owns is
+    // skipped; the rest are added as given, repeats kept (tracestate).
+    std::vector<const std::pair<std::string, std::string>*> extra;
+    for (auto& h : call.headers)
+      if (extra.size() < max_call_headers && forwardable(h.first, h.second) &&
+          ex->req.find(h.first) == ex->req.end())
+        extra.push_back(&h);
+    for (auto* h : extra)
+      ex->req.insert(h->first, h->second);
     ex->req.keep_alive(true);
     ex->req.body() = std::move(call.payload);
     ex->req.prepare_payload();

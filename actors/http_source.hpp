@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -42,7 +43,8 @@ struct http_source_config {
   /// address or a bracketed IPv6 one (`http://[::1]:8080`), PORT 1..65535
   /// (default 80, or 443 for https). No userinfo (`user:pw@`): credentials
   /// go in `headers`. A call on route `/v1/x` is sent as `POST PREFIX/v1/x`
-  /// with the call's payload as JSON body.
+  /// with the call's payload as JSON body, the path segments PREFIX ends
+  /// with and the route starts with written once (`upstream_target`).
   std::string base_url;
   /// TLS settings of an `https://` source (unset: the defaults, which
   /// verify). Set on an `http://` source is an error.
@@ -90,6 +92,16 @@ void validate(const http_source_config& cfg);
 /// the certificate) or a client certificate without its key.
 void validate(const http_tls_config& cfg);
 
+/// The path an HTTP source sends a call on `route` to, its `base_url` path
+/// being `base_path` (no trailing '/'): `base_path + route`, except that
+/// whole path segments the base path ends with and the route starts with
+/// are written once, the longest such overlap that leaves the route a
+/// segment of its own. So `/v1` + `/v1/chat/completions` is
+/// `/v1/chat/completions` (a base URL copied from a provider's docs,
+/// `https://api.openai.com/v1`, works), `/openai/v1` + `/v1/x` is
+/// `/openai/v1/x`, and `/api` + `/v1/x` or `/v1` + `/v10/x` join plainly.
+std::string upstream_target(std::string_view base_path, std::string_view route);
+
 /// What an HTTP source has done; readable from any thread.
 struct http_source_stats {
   std::atomic<uint64_t> attempts{0};
@@ -131,9 +143,11 @@ struct http_source {
 /// reads Retry-After (seconds or HTTP-date). A streamed call's 2xx answer
 /// is passed on to `stream_to` as its bytes arrive; an error answer is read
 /// whole (up to `max_error_body_bytes`), so it can still be retried
-/// elsewhere. 1xx interim answers are skipped; a connection goes back to
-/// the pool only after a complete keep-alive answer with nothing behind it,
-/// and is checked for pending bytes or a close when taken out. An upstream
+/// elsewhere. A call's `headers` follow the source's own and replace none
+/// of them (nor Host, Authorization, Content-Length, Content-Type,
+/// Transfer-Encoding, Connection: those names are skipped). 1xx interim
+/// answers are skipped; a connection goes back to the pool only after a
+/// complete keep-alive answer with nothing behind it, and is checked for pending bytes or a close when taken out. An upstream
 /// 401/403/407 (the gateway's own credentials refused) becomes a
 /// `permanent` 502 with a generic body: the upstream's body is neither
 /// passed on nor logged. When the requester of an attempt terminates (the

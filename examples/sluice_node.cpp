@@ -1,15 +1,17 @@
 // sluice-node: the Sluice runtime as an OpenAI-compatible HTTP gateway.
-// Thin: parse flags, load the config, run the HTTP front until SIGINT or
-// SIGTERM, drain in-flight calls for the grace period, exit 0.
+// Thin: parse flags (CLI11), load the config, run the HTTP front until SIGINT
+// or SIGTERM, drain in-flight calls for the grace period, exit 0.
 
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
@@ -25,21 +27,31 @@
 
 namespace {
 
-constexpr int exit_usage = 64;
+/// A bad command line (an unknown flag, a missing or bad value) and a bad
+/// config both exit 2: either way the node was not started as asked.
+constexpr int exit_usage = 2;
 constexpr int exit_bad_config = 2;
 
-const char* usage = R"(usage: sluice-node [options]
+/// `sluice-node VERSION`, VERSION the CMake project's (a compile
+/// definition, examples/CMakeLists.txt).
+constexpr const char* version_line = "sluice-node " SLUICE_VERSION;
 
-Runs the Sluice gateway. Without --config it runs on an embedded default
-config with simulated upstreams, so it works on a fresh machine.
+const char* description =
+    R"(Runs the Sluice gateway. Without --config it runs on an embedded default
+config with simulated upstreams, so it works on a fresh machine.)";
 
-options:
-  --config FILE            run with the TOML config in FILE
-  --listen HOST:PORT       listen here instead of the config's node.listen
-  --print-default-config   print the embedded default config and exit
-  --check-config FILE      check FILE and exit (0: valid, 2: invalid)
-  --help                   show this text
-)";
+const char* exit_codes =
+    R"(exit codes: 0 stopped by SIGINT/SIGTERM (or --help, --version, a valid
+--check-config), 1 a failure at start, 2 a bad command line or config.)";
+
+/// What the command line asks for.
+struct node_flags {
+  std::string config_path;
+  /// `--listen`, already parsed (the flag's check refuses a bad one).
+  std::optional<sluice::host_port> listen;
+  bool print_default_config = false;
+  std::string check_config;
+};
 
 /// How long the startup check waits for each breaker and gate to answer.
 constexpr auto startup_check_timeout = std::chrono::seconds{5};
@@ -106,34 +118,49 @@ int main(int argc, char** argv) {
   // A peer closing a socket mid-write must cost that connection, not the
   // process (Asio reports EPIPE on the operation instead).
   std::signal(SIGPIPE, SIG_IGN);
-  std::string config_path;
-  std::string listen;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) {
-        std::cerr << "sluice-node: " << flag << " needs a value\n" << usage;
-        std::exit(exit_usage);
-      }
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      std::cout << usage;
-      return 0;
-    } else if (arg == "--print-default-config") {
-      std::cout << sluice::default_config_text();
-      return 0;
-    } else if (arg == "--check-config") {
-      return check_config(value("--check-config"));
-    } else if (arg == "--config") {
-      config_path = value("--config");
-    } else if (arg == "--listen") {
-      listen = value("--listen");
-    } else {
-      std::cerr << "sluice-node: unknown option '" << arg << "'\n" << usage;
-      return exit_usage;
-    }
+  node_flags flags;
+  CLI::App app{description, "sluice-node"};
+  app.footer(exit_codes);
+  app.set_help_flag("-h,--help", "show this text and exit");
+  app.set_version_flag("--version", version_line, "print the version and exit");
+  app.add_option("--config", flags.config_path,
+                 "run with the TOML config in FILE")
+      ->type_name("FILE");
+  app.add_option("--listen", "listen here instead of the config's node.listen")
+      ->type_name("HOST:PORT")
+      ->check(
+          [&flags](const std::string& text) -> std::string {
+            try {
+              flags.listen = sluice::parse_host_port(text);
+              return {};
+            } catch (const std::invalid_argument& e) {
+              return std::string{e.what()} + " (HOST:PORT or [V6]:PORT)";
+            }
+          },
+          "");
+  app.add_flag("--print-default-config", flags.print_default_config,
+               "print the embedded default config and exit");
+  auto check = app.add_option("--check-config", flags.check_config,
+                              "check FILE and exit (0: valid, 2: invalid)")
+                   ->type_name("FILE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) // --help, --version: printed on stdout
+      return app.exit(e);
+    // CLI11's message names the flag ("--listen: ...", "The following
+    // argument was not expected: --x").
+    std::cerr << "sluice-node: " << e.what()
+              << "\nRun with --help for the options.\n";
+    return exit_usage;
   }
+  if (flags.print_default_config) {
+    std::cout << sluice::default_config_text();
+    return 0;
+  }
+  if (check->count() > 0)
+    return check_config(flags.check_config);
+  const auto& config_path = flags.config_path;
 
   sluice::file_config cfg;
   auto origin = config_path.empty() ? std::string{"(default)"} : config_path;
@@ -141,16 +168,9 @@ int main(int argc, char** argv) {
     cfg = config_path.empty()
               ? sluice::parse_config(sluice::default_config_text(), "(default)")
               : sluice::load_config_file(config_path);
-    if (!listen.empty()) {
-      sluice::host_port hp;
-      try {
-        hp = sluice::parse_host_port(listen);
-      } catch (const std::invalid_argument& e) {
-        throw sluice::config_error("--listen", std::string{e.what()} +
-                                                   " (HOST:PORT or [V6]:PORT)");
-      }
-      cfg.node.listen_host = std::move(hp.host);
-      cfg.node.listen_port = hp.port;
+    if (flags.listen) {
+      cfg.node.listen_host = flags.listen->host;
+      cfg.node.listen_port = flags.listen->port;
     }
   } catch (const sluice::config_error& e) {
     return report(origin, e);

@@ -41,9 +41,13 @@ struct call_request {
   duration timeout{};
   /// Request headers to send upstream as given (the node sets X-Request-Id,
   /// traceparent, tracestate); sources that are not HTTP ignore them. At
-  /// most 8, names and values already validated by the caller.
+  /// most 8 (`max_call_headers`), names and values already validated by
+  /// the caller.
   std::vector<std::pair<std::string, std::string>> headers{};
 };
+
+/// Most entries of `call_request::headers`; an HTTP source sends no more.
+constexpr size_t max_call_headers = 8;
 
 /// A source's answer to one attempt.
 struct source_reply {

@@ -18,6 +18,7 @@ packages=(
   libjemalloc2
   libhiredis-dev
   libspdlog-dev
+  libcli11-dev
   libssl-dev
   ca-certificates
   openssl

@@ -1,6 +1,7 @@
 // The HTTP source against a small upstream on loopback: status
 // classification, Retry-After, keep-alive reuse, headers from the
-// environment, and cancellation closing the upstream request.
+// environment and from the call, the upstream target, and cancellation
+// closing the upstream request.
 
 #include "actors/http_source.hpp"
 
@@ -23,6 +24,7 @@
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
+#include "fakes/raw_upstream.hpp"
 #include "messages/atoms.hpp"
 #include "runtime/runtime.hpp"
 #include "test_upstream.hpp"
@@ -33,6 +35,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using sluice::testing::raw_request;
+using sluice::testing::raw_response;
+using sluice::testing::raw_step;
+using sluice::testing::raw_upstream;
 using sluice::testing::test_upstream;
 
 namespace {
@@ -360,4 +366,116 @@ TEST_CASE_METHOD(fixture,
   CHECK(down.reason == "retry_exhausted");
   REQUIRE(down.attempts.size() == 2);
   CHECK(down.attempts[0].status == 503);
+}
+
+// -- the upstream target -----------------------------------------------------
+
+TEST_CASE("upstream_target writes the segments base path and route share "
+          "once") {
+  CHECK(upstream_target("", "/v1/chat/completions") == "/v1/chat/completions");
+  CHECK(upstream_target("/v1", "/v1/chat/completions") ==
+        "/v1/chat/completions");
+  CHECK(upstream_target("/openai/v1", "/v1/embeddings") ==
+        "/openai/v1/embeddings");
+  CHECK(upstream_target("/api", "/v1/x") == "/api/v1/x");
+  // Whole segments only.
+  CHECK(upstream_target("/v1", "/v10/x") == "/v1/v10/x");
+  CHECK(upstream_target("/xv1", "/v1/x") == "/xv1/v1/x");
+  // Several segments, the longest overlap first.
+  CHECK(upstream_target("/a/v1/beta", "/v1/beta/x") == "/a/v1/beta/x");
+  CHECK(upstream_target("/a/b/a", "/a/b/a/x") == "/a/b/a/x");
+  // The route keeps a segment of its own.
+  CHECK(upstream_target("/v1", "/v1") == "/v1/v1");
+  CHECK(upstream_target("/v1", "/v1/") == "/v1/");
+  CHECK(upstream_target("/v1", "") == "/v1");
+}
+
+TEST_CASE("a base_url ending in /v1 is not doubled on a /v1 route") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  raw_upstream upstream{[](const raw_request& r) -> std::vector<raw_step> {
+    return {raw_step::send(raw_response("200 OK", r.target))};
+  }};
+  http_source_config c;
+  c.base_url = upstream.url("/v1/");
+  auto src = spawn_http_source(sys, c);
+  caf::scoped_actor self{sys};
+  for (auto [route, target] :
+       {std::pair{"/v1/chat/completions", "/v1/chat/completions"},
+        std::pair{"/v2/x", "/v1/v2/x"}})
+    self->request(src.actor, 10s, attempt_atom_v, call_request{route, "{}"})
+        .receive(
+            [target = target](const source_reply& r) {
+              CHECK(r.kind == policy::outcome_kind::ok);
+              CHECK(r.body == target);
+            },
+            [](caf::error&) { FAIL("no reply"); });
+}
+
+// -- headers from the call ---------------------------------------------------
+
+TEST_CASE("a call's headers reach the upstream - the source's own are kept") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  std::mutex mx;
+  std::vector<raw_request> seen;
+  raw_upstream upstream{[&](const raw_request& r) -> std::vector<raw_step> {
+    std::lock_guard<std::mutex> guard{mx};
+    seen.push_back(r);
+    return {raw_step::send(raw_response("200 OK", "{}"))};
+  }};
+  http_source_config c;
+  c.base_url = upstream.url();
+  c.headers = {{"Authorization", "Bearer gateway"}, {"X-Team", "ops"}};
+  auto src = spawn_http_source(sys, c);
+  call_request req{"/v1/x", R"({"a":1})"};
+  req.headers = {
+      {"X-Request-Id", "req-42"},
+      {"traceparent",
+       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+      {"tracestate", "a=1"},
+      {"tracestate", "b=2"},
+      {"Host", "evil.example"},
+      {"authorization", "Bearer caller"},
+      {"Content-Length", "0"},
+      {"content-type", "text/plain"},
+      {"Transfer-Encoding", "chunked"},
+      {"Connection", "close"},
+      {"x-team", "caller"},
+      {"X-Bad", "a\r\nX-Injected: 1"},
+  };
+  caf::scoped_actor self{sys};
+  self->request(src.actor, 10s, attempt_atom_v, req)
+      .receive(
+          [](const source_reply& r) {
+            CHECK(r.kind == policy::outcome_kind::ok);
+          },
+          [](caf::error&) { FAIL("no reply"); });
+  std::lock_guard<std::mutex> guard{mx};
+  REQUIRE(seen.size() == 1);
+  auto& got = seen[0];
+  auto values = [&](const std::string& name) {
+    std::vector<std::string> out;
+    for (auto& [n, v] : got.headers)
+      if (boost::beast::iequals(n, name))
+        out.push_back(v);
+    return out;
+  };
+  using list = std::vector<std::string>;
+  CHECK(values("X-Request-Id") == list{"req-42"});
+  CHECK(values("traceparent") ==
+        list{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"});
+  CHECK(values("tracestate") == list{"a=1", "b=2"});
+  // The `Host` entry is not sent: the source's own Host is the only one.
+  CHECK(values("Host") == list{"127.0.0.1:" + std::to_string(upstream.port())});
+  CHECK(values("Authorization") == list{"Bearer gateway"});
+  CHECK(values("Content-Type") == list{"application/json"});
+  CHECK(values("Content-Length") == list{"7"});
+  CHECK(values("Transfer-Encoding").empty());
+  CHECK(values("Connection").size() <= 1);
+  CHECK(values("Connection") != list{"close"});
+  CHECK(values("X-Team") == list{"ops"});
+  CHECK(values("X-Bad").empty());
+  CHECK(values("X-Injected").empty());
+  CHECK(got.body == R"({"a":1})");
 }

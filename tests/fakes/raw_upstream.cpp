@@ -136,6 +136,9 @@ void raw_upstream::serve(std::shared_ptr<tcp::socket> socket, int index) {
     if (auto h = req.find(http::field::host); h != req.end())
       r.host = std::string{h->value()};
     r.body = req.body();
+    for (auto& f : req)
+      r.headers.emplace_back(std::string{f.name_string()},
+                             std::string{f.value()});
     r.connection = index;
     r.index_on_connection = n;
     auto steps = script_(r);

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -30,6 +31,8 @@ struct raw_request {
   /// The Host header as sent.
   std::string host;
   std::string body;
+  /// Every header field as sent, in order (name as written, value).
+  std::vector<std::pair<std::string, std::string>> headers;
   /// Which connection (0, 1, ... in accept order) and which request on it.
   int connection = 0;
   int index_on_connection = 0;
