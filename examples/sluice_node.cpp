@@ -215,11 +215,20 @@ int main(int argc, char** argv) {
     auto address = printable(cfg.node.listen_host, front.port());
     fmt::print("sluice-node listening on http://{} ({} config)\n", address,
                config_path.empty() ? "default" : config_path);
+    if (front.admin_port() != 0)
+      fmt::print("sluice-node operations (/status, /metrics, /events, "
+                 "/admin/) on http://{}\n",
+                 printable(cfg.node.admin_listen->host, front.admin_port()));
+    if (!cfg.node.auth.keys.empty())
+      fmt::print("{} client key(s): calls need Authorization: Bearer KEY\n",
+                 cfg.node.auth.keys.size());
     fmt::print("try:\n  curl -s http://{}/v1/chat/completions -H "
-               "'Content-Type: application/json' -H 'X-Session-Id: demo' "
-               "-d '{{\"model\":\"sim\",\"messages\":[{{\"role\":\"user\","
-               "\"content\":\"hi\"}}]}}'\n",
-               address);
+               "'Content-Type: application/json' -H 'X-Session-Id: demo'{} "
+               "-d '{{\"model\":\"sim-chat\",\"messages\":[{{\"role\":"
+               "\"user\",\"content\":\"hi\"}}]}}'\n",
+               address,
+               cfg.node.auth.keys.empty() ? ""
+                                          : " -H \"Authorization: Bearer $KEY\"");
     std::fflush(stdout);
     signals_io.run();
     fmt::print("sluice-node: {}: stopping; letting {} call(s) finish\n",

@@ -10,6 +10,7 @@
 #include "messages/atoms.hpp"
 #include "messages/breaker.hpp"
 #include "runtime/node/fd_limit.hpp"
+#include "runtime/node/process_metrics.hpp"
 #include "runtime/node/responses.hpp"
 
 namespace sluice::node {
@@ -203,7 +204,7 @@ std::string metrics_text(front_state& front) {
        "(gone or too slow).\n# TYPE sluice_stream_clients_dropped_total "
        "counter\nsluice_stream_clients_dropped_total " +
        std::to_string(front.counters.clients_dropped.load()) + "\n";
-  return front.metrics.render(g);
+  return front.metrics.render(g + process_metrics_text());
 }
 
 std::string breaker_snapshot_frame(front_state& front) {

@@ -260,6 +260,14 @@ TEST_CASE_METHOD(fixture, "GET /metrics counts calls, verdicts and attempts") {
   has("sluice_call_duration_seconds_count{route=\"/broken\"} 1");
   has("sluice_breaker_state{source=\"fast\"} 0");
   has("# TYPE sluice_calls_total counter");
+  // Both calls made attempts: both are in the overhead histogram.
+  has("# TYPE sluice_gateway_overhead_seconds histogram");
+  has("sluice_gateway_overhead_seconds_count 2");
+  has("sluice_gateway_overhead_seconds_bucket{le=\"+Inf\"} 2");
+  // The process.
+  has("# TYPE process_resident_memory_bytes gauge");
+  has("process_open_fds ");
+  has("process_threads ");
 }
 
 TEST_CASE_METHOD(fixture,
