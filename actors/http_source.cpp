@@ -169,9 +169,14 @@ std::string header_value(const std::string& v) {
 // byte that could end the header line or the field name early (the caller
 // validated them; this keeps a slip from splitting the request).
 bool forwardable(const std::string& name, const std::string& value) {
+  // Framing, hop-by-hop and credential headers: never a caller's.
   static constexpr const char* owned[] = {
-      "host",         "authorization",     "content-length",
-      "content-type", "transfer-encoding", "connection"};
+      "host",          "authorization",     "content-length",
+      "content-type",  "transfer-encoding", "connection",
+      "expect",        "te",                "upgrade",
+      "keep-alive",    "proxy-connection",  "trailer",
+      "content-encoding", "proxy-authorization", "api-key",
+      "x-api-key",     "cookie"};
   if (name.empty())
     return false;
   for (auto own : owned)
@@ -181,9 +186,13 @@ bool forwardable(const std::string& name, const std::string& value) {
     if (!std::isalnum(static_cast<unsigned char>(c)) &&
         std::string_view{"!#$%&'*+-.^_`|~"}.find(c) == std::string_view::npos)
       return false;
-  for (char c : value)
-    if (c == '\r' || c == '\n' || c == '\0')
+  // Visible ASCII, space and tab only (RFC 9110 field-value, without
+  // obs-text): no control byte, no DEL.
+  for (char c : value) {
+    auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f)
       return false;
+  }
   return true;
 }
 

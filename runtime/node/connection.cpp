@@ -1,5 +1,6 @@
 #include "runtime/node/connection.hpp"
 
+#include <array>
 #include <cerrno>
 #include <exception>
 #include <random>
@@ -146,7 +147,7 @@ void connection::fail(const char* where, const char* what) noexcept {
   try {
     if (!rec_.method.empty()) {
       rec_.error = "handler_error";
-      log_access(500);
+      log_access(sse_ && sse_->started() ? 200 : 500); // 200: already sent
     }
   } catch (...) {
     // nothing more to do about it
@@ -214,8 +215,10 @@ void connection::on_header(beast::error_code ec) {
     return refuse(errc::shutting_down, "the node is stopping", false);
   // Who is asking is decided on the header: a client without a key gets
   // neither `100 Continue` nor a read of its body.
-  if (!check_access())
+  if (!check_access()) {
+    body_unread_ = !parser_->is_done();
     return;
+  }
   if (!parser_->is_done() && expects_continue(req.base(), req.version())) {
     // The client waits for this before it sends the body.
     net::async_write(
@@ -430,6 +433,8 @@ void connection::write(response res) {
             self->cut_off_ = false;
             --self->front_.cutoffs_pending;
           }
+          if (!ec && self->body_unread_)
+            return self->linger_close();
           if (ec || !keep || self->closed_)
             return self->close();
           self->do_read();
@@ -440,6 +445,30 @@ void connection::write(response res) {
 void connection::close() {
   beast::error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+void connection::linger_close() {
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream_.expires_after(linger_time);
+  drain(0);
+}
+
+void connection::drain(size_t dropped) {
+  auto sink = std::make_shared<std::array<char, 4096>>();
+  stream_.async_read_some(
+      net::buffer(*sink),
+      [self = shared_from_this(), sink, dropped](beast::error_code ec,
+                                                 std::size_t n) {
+        self->guarded("draining a refused request", [&] {
+          if (ec || dropped + n >= linger_bytes) {
+            beast::error_code ignored;
+            self->stream_.socket().close(ignored);
+            return;
+          }
+          self->drain(dropped + n);
+        });
+      });
 }
 
 void connection::log_access(unsigned status) {

@@ -32,6 +32,10 @@ constexpr uint32_t max_header_bytes = 8 * 1024;
 /// Largest read buffer of a connection (the header must fit in it; body
 /// bytes move on into the body as they are parsed).
 constexpr size_t read_buffer_bytes = 64 * 1024;
+/// After a refusal on the header: the most body bytes dropped, and the
+/// longest wait for the client to stop sending, before the socket closes.
+constexpr size_t linger_bytes = 1 << 20;
+constexpr auto linger_time = std::chrono::seconds{2};
 /// Longest echo of a client's path in an error message.
 constexpr size_t max_echoed_path_bytes = 200;
 
@@ -81,6 +85,11 @@ private:
   void refuse(errc code, const std::string& why, bool keep_alive);
   void write(response res);
   void close();
+  /// Closes after a refusal sent before the body was read: drops what the
+  /// client still sends (up to `linger_bytes`, for `linger_time`), so the
+  /// close is no reset that could lose the answer.
+  void linger_close();
+  void drain(size_t dropped);
   /// Writes this request's access-log line (once per request).
   void log_access(unsigned status);
 
@@ -131,6 +140,8 @@ private:
   bool pending_ = false;
   /// The client is gone or dropped: nothing more is written.
   bool closed_ = false;
+  /// Refused on its header: its body was never read.
+  bool body_unread_ = false;
   /// The request being answered: keep-alive and HTTP version.
   bool keep_ = true;
   unsigned version_ = 11;

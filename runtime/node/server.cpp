@@ -99,8 +99,10 @@ void on_accept(front_state& f, bool admin, boost::system::error_code ec,
     return accept_later(f);
   }
   auto admins = f.admin_connections.load();
+  auto open = f.open_connections.load();
+  auto clients = open > admins ? open - admins : 0; // two loads: may race
   if (admin ? admins >= max_admin_connections
-            : f.open_connections - admins >= f.settings.max_connections) {
+            : clients >= f.settings.max_connections) {
     ++f.counters.connections_refused;
     log_limited(full_log, spdlog::level::warn,
                 "closed a new connection: {} = {} are open",
@@ -222,6 +224,10 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                     "breakers without a key",
                     a.host, a.port);
   }
+  if (impl_->keys.required() && !auth.admin_digest && !settings.admin_listen)
+    logger().warn("client keys are configured without auth.admin_key or "
+                  "node.admin_listen: /status, /metrics, /events and "
+                  "/admin/ are not served (403)");
   if (auth.allow_anonymous && !impl_->main_loopback)
     logger().warn("auth.allow_anonymous = true on {}: anyone who reaches the "
                   "node may call its upstreams",
