@@ -48,8 +48,12 @@ std::vector<std::string> undefined_behaviour(const std::string& output) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].find("runtime error:") == std::string::npos)
       continue;
-    bool false_vptr = i + 1 < lines.size() &&
-                      lines[i + 1].find("invalid vptr") != std::string::npos;
+    // Every report of the vptr check says this (the other checks halt).
+    bool false_vptr =
+        lines[i].find("which does not point to an object of type") !=
+            std::string::npos ||
+        (i + 1 < lines.size() &&
+         lines[i + 1].find("invalid vptr") != std::string::npos);
     if (!false_vptr)
       found.push_back(lines[i]);
   }

@@ -84,11 +84,13 @@ private:
 // `undefined_behaviour` sorts the output afterwards.
 std::vector<std::string> environment_without_descriptors();
 
-// The UBSan reports in a child's output, except "invalid vptr" ones: in a
-// process whose descriptors come and go at the limit the vptr check's
-// probes fail at random (a report may even print the memory it could not
-// probe a moment before), so its verdict means nothing there. The same
-// code paths run under the full check in every other test.
+// The UBSan reports in a child's output, except the vptr check's ("...
+// address X which does not point to an object of type T", noted "invalid
+// vptr" or "object is of type T'"): in a process whose descriptors come and
+// go at the limit that check's probes fail at random (a report may even
+// print the memory it could not probe a moment before, or name the very
+// type it expected), so its verdict means nothing there. The same code
+// paths run under the full check in every other test.
 std::vector<std::string> undefined_behaviour(const std::string& output);
 
 } // namespace sluice::testing

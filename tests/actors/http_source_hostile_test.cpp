@@ -423,6 +423,20 @@ TEST_CASE("fd exhaustion child: a source used with no descriptor left",
   ::_exit(code);
 }
 
+TEST_CASE("the child's UBSan filter drops the vptr check's reports only") {
+  auto found = sluice::testing::undefined_behaviour(
+      "a.hpp:1:2: runtime error: member access within address 0x1 which "
+      "does not point to an object of type 'X'\n"
+      "0x1: note: object is of type 'X'\n"
+      "b.hpp:3:4: runtime error: downcast of address 0x2 which does not "
+      "point to an object of type 'Y'\n"
+      "0x2: note: object has invalid vptr\n"
+      "c.cpp:5:6: runtime error: signed integer overflow: 1 + 2147483647 "
+      "cannot be represented in type 'int'\n");
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].find("signed integer overflow") != std::string::npos);
+}
+
 TEST_CASE("a source first used when no file descriptor is left fails the "
           "call, not the process") {
   // In a child process (this binary, the hidden case above): descriptors
