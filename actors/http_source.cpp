@@ -876,11 +876,15 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
         st.attempts.add(self, id, pending{promise, requester});
-        auto me = caf::actor_cast<caf::actor>(self);
+        // Weak: an answer in flight never keeps the source alive, so the
+        // I/O thread never drops its last reference (an actor destroyed
+        // there, while its actor system shuts down, read a dead clock).
+        auto me = caf::actor_cast<caf::actor_addr>(self);
         try {
           engine->start(id, req, [me, id](source_reply r) {
-            // On the I/O thread: hand the answer to the actor.
-            caf::anon_send(me, http_done_atom::value, id, std::move(r));
+            // On the I/O thread: hand the answer to the actor, if it lives.
+            if (auto strong = caf::actor_cast<caf::actor>(me))
+              caf::anon_send(strong, http_done_atom::value, id, std::move(r));
           });
         } catch (const std::exception& e) {
           static log_limit lim;
