@@ -84,6 +84,7 @@ double closed_loop(runtime& rt, const std::string& route, long in_flight,
   std::atomic<long> started{0}, finished{0}, failed{0};
   std::mutex mx;
   std::condition_variable cv;
+  bool done = total <= 0; // under mx
   std::function<void()> start_one;
   start_one = [&] {
     if (started.fetch_add(1) >= total)
@@ -94,11 +95,16 @@ double closed_loop(runtime& rt, const std::string& route, long in_flight,
             [&](call_result r) {
               if (!r.ok())
                 ++failed;
+              // The next call first: once `finished` reaches `total` the
+              // caller returns and these locals are gone, so nothing may
+              // touch them after the count (a call finishing late used to
+              // run a destroyed `start_one`: a 1-in-6 segfault).
+              start_one();
               if (finished.fetch_add(1) + 1 == total) {
                 std::lock_guard<std::mutex> guard{mx};
+                done = true; // the caller leaves only once this is unlocked
                 cv.notify_all();
               }
-              start_one();
             },
             opts);
   };
@@ -107,7 +113,7 @@ double closed_loop(runtime& rt, const std::string& route, long in_flight,
     start_one();
   {
     std::unique_lock<std::mutex> guard{mx};
-    cv.wait(guard, [&] { return finished.load() >= total; });
+    cv.wait(guard, [&] { return done; });
   }
   std::chrono::duration<double> d = std::chrono::steady_clock::now() - t0;
   if (failed > 0)
