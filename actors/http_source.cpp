@@ -25,7 +25,7 @@
 #include "actors/attempt_book.hpp"
 #include "actors/upstream_connection.hpp"
 #include "actors/upstream_response.hpp"
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 #include "runtime/policy/http_outcome.hpp"
 
 namespace sluice {

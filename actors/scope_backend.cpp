@@ -37,10 +37,6 @@ caf::behavior local_backend(caf::stateful_actor<local_backend_state>* self) {
 
 } // namespace
 
-caf::error redis_fault(std::string why) {
-  return make_error(errc::governance_backend_error, std::move(why));
-}
-
 caf::actor spawn_local_scope_backend(caf::actor_system& sys) {
   return sys.spawn(local_backend);
 }

@@ -64,12 +64,7 @@ caf::behavior gate(gate_actor* self, std::string name,
       // watchers for what is free under it.
       [self](aimd_atom, policy::outcome_kind kind, uint32_t in_flight) {
         auto& st = self->state;
-        using policy::outcome_kind;
-        if (kind == outcome_kind::ok)
-          st.limit->on_success(in_flight);
-        else if (kind == outcome_kind::rate_limited ||
-                 kind == outcome_kind::timeout)
-          st.limit->on_drop();
+        st.limit->on_outcome(kind, in_flight);
         st.tier->set_cap(st.limit->limit());
         wake_watchers(self);
       },
@@ -94,23 +89,11 @@ caf::behavior gate(gate_actor* self, std::string name,
 
 } // namespace
 
-source_handle make_source(caf::actor_system& sys, std::string name,
-                          source_actor actor,
-                          const policy::breaker_config& breaker,
-                          const policy::aimd_config& aimd,
-                          const std::optional<policy::quota_config>& quota,
-                          bool self_timed) {
+caf::actor spawn_source_gate(caf::actor_system& sys, std::string name,
+                             std::shared_ptr<policy::tier_counter> tier,
+                             const policy::aimd_config& aimd) {
   policy::validate(aimd);
-  if (quota)
-    policy::validate(*quota);
-  auto tier = std::make_shared<policy::tier_counter>(aimd.initial);
-  auto b = spawn_breaker(sys, name, breaker);
-  auto g = sys.spawn(gate, name, tier, aimd);
-  std::shared_ptr<source_quota> q;
-  if (quota)
-    q = std::make_shared<source_quota>(*quota, sys.clock().now());
-  return {std::move(name), std::move(actor), std::move(b), std::move(tier),
-          std::move(g),    std::move(q),     self_timed};
+  return sys.spawn(gate, std::move(name), std::move(tier), aimd);
 }
 
 } // namespace sluice

@@ -66,14 +66,17 @@ struct source_handle {
   std::shared_ptr<const std::map<std::string, std::string>> model_names;
 };
 
-/// Spawns the gate of source `name` (AIMD limit, permit watchers) and
-/// assembles its handle. Throws `std::invalid_argument` naming the field of
-/// nonsense `aimd`, `breaker` or `quota` settings.
-source_handle
-make_source(caf::actor_system& sys, std::string name, source_actor actor,
-            const policy::breaker_config& breaker,
-            const policy::aimd_config& aimd,
-            const std::optional<policy::quota_config>& quota = std::nullopt,
-            bool self_timed = false);
+/// Spawns the gate of source `name`: the owner of its AIMD limit (the cap
+/// of `tier`), which it moves on each attempt's outcome, and of the
+/// watchers it tells when a permit frees. Protocol:
+/// - `(aimd_atom, outcome_kind, uint32_t in_flight)`: an attempt ended;
+/// - `(watch_atom)`: the sender is told (`wake_atom`) of the next freed
+///   permit, once;
+/// - `(wake_atom)`: a permit came back outside an outcome;
+/// - `(status_atom) -> tier_status`.
+/// Throws `std::invalid_argument` naming the field of nonsense `aimd`.
+caf::actor spawn_source_gate(caf::actor_system& sys, std::string name,
+                             std::shared_ptr<policy::tier_counter> tier,
+                             const policy::aimd_config& aimd);
 
 } // namespace sluice

@@ -23,7 +23,7 @@
 #include "runtime/config_error.hpp"
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 
 namespace {
 

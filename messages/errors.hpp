@@ -90,6 +90,13 @@ inline bool is(const caf::error& err, errc x) noexcept {
          err.code() == static_cast<uint8_t>(x);
 }
 
+/// The error of a call that fails closed because a governance backend (the
+/// scope state or the cluster's permits, in Redis) did not answer: down,
+/// too slow, failing. `governance_backend_error`, never a busy verdict.
+inline caf::error backend_fault(std::string why) {
+  return make_error(errc::governance_backend_error, std::move(why));
+}
+
 /// Registers the `sluice` category so CAF prints our errors by name.
 void add_error_category(caf::actor_system_config& cfg);
 

@@ -13,12 +13,15 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/breaker_relay.hpp"
 #include "actors/cluster_tier.hpp"
+#include "actors/log.hpp"
 #include "actors/scope_backend.hpp"
 #include "messages/atoms.hpp"
+#include "runtime/sources.hpp"
 #include "runtime/config_error.hpp"
-#include "runtime/log.hpp"
+#include "runtime/redis/breaker_relay.hpp"
+#include "runtime/redis/lease_pool.hpp"
+#include "runtime/redis/scope_backend.hpp"
 
 namespace sluice {
 
@@ -121,13 +124,16 @@ caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
   if (!cfg.redis)
     throw config_error("backend.cluster_global_cap",
                        "needs the redis backend (type = \"redis\")");
-  cluster_tier_config c;
-  c.redis = *cfg.redis;
-  c.cap = cfg.cluster_global_cap;
-  c.lease_ttl = cfg.lease_ttl;
-  with_key_prefix("backend", [&] { validate(c); });
+  std::shared_ptr<lease_store> store;
+  with_key_prefix("backend", [&] {
+    store = make_redis_lease_store(*cfg.redis, "global",
+                                   cfg.cluster_global_cap, cfg.lease_ttl);
+  });
   stats = std::make_shared<cluster_tier_stats>();
-  return spawn_cluster_tier(sys, c, stats);
+  // Detached: destroying the Redis store joins its thread, never on a CAF
+  // worker.
+  return spawn_cluster_tier(sys, cluster_tier_config{}, std::move(store),
+                            stats, true);
 }
 
 } // namespace

@@ -23,7 +23,7 @@
 #include "runtime/admission_config.hpp"
 #include "runtime/admission_tiers.hpp"
 #include "runtime/policy/model_match.hpp"
-#include "runtime/redis_client.hpp"
+#include "runtime/redis/config.hpp"
 
 namespace sluice {
 

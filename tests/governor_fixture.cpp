@@ -6,6 +6,7 @@
 
 #include "actors/scope_backend.hpp"
 #include "messages/atoms.hpp"
+#include "runtime/sources.hpp"
 
 namespace sluice::testing {
 

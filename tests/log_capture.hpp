@@ -10,7 +10,7 @@
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 
 namespace sluice::testing {
 

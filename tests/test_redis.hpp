@@ -9,7 +9,7 @@
 
 #include <sys/types.h>
 
-#include "runtime/redis_client.hpp"
+#include "runtime/redis/client.hpp"
 
 namespace sluice::testing {
 

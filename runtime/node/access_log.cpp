@@ -9,7 +9,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 #include "runtime/node/responses.hpp"
 
 namespace sluice::node {

@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 #include "runtime/node/router.hpp"
 #include "runtime/node/status_report.hpp"
 

@@ -5,7 +5,7 @@
 #include <dirent.h>
 #include <sys/resource.h>
 
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 
 namespace sluice::node {
 

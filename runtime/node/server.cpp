@@ -18,7 +18,7 @@
 #include "messages/atoms.hpp"
 #include "messages/breaker.hpp"
 #include "runtime/config_error.hpp"
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 #include "runtime/node/connection.hpp"
 #include "runtime/node/fd_limit.hpp"
 #include "runtime/node/front_state.hpp"
@@ -144,24 +144,6 @@ void arm_ping(front_state& f) {
   });
 }
 
-// Subscribes to every breaker; publishes each transition on /events.
-caf::behavior event_relay(caf::event_based_actor* self,
-                          std::vector<source_handle> sources, front_state* f) {
-  for (auto& s : sources)
-    self->request(s.breaker.actor, caf::infinite, subscribe_atom_v)
-        .then([](const breaker_status&) {}, [](caf::error&) {});
-  return {
-      [f](const breaker_event& ev) {
-        try {
-          f->events.publish(node::breaker_event_frame(ev));
-        } catch (const std::exception& e) {
-          log_limited(thread_log, spdlog::level::err,
-                      "publishing a breaker event threw: {}", e.what());
-        }
-      },
-  };
-}
-
 // Binds `host:port`: a numeric address or a host name (the first address
 // it resolves to).
 void bind(tcp::acceptor& a, net::io_context& ioc, const std::string& host,
@@ -233,7 +215,19 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                   "node may call its upstreams",
                   settings.listen_host);
   auto* state = static_cast<front_state*>(impl_.get());
-  impl_->event_relay = rt.system().spawn(event_relay, rt.sources(), state);
+  // Every breaker transition is published on /events.
+  std::vector<caf::actor> breakers;
+  for (auto& s : rt.sources())
+    breakers.push_back(s.breaker.actor);
+  impl_->event_relay = spawn_breaker_listener(
+      rt.system(), std::move(breakers), [state](const breaker_event& ev) {
+        try {
+          state->events.publish(node::breaker_event_frame(ev));
+        } catch (const std::exception& e) {
+          log_limited(thread_log, spdlog::level::err,
+                      "publishing a breaker event threw: {}", e.what());
+        }
+      });
   net::post(impl_->accept_strand, [state] {
     do_accept(*state, false);
     if (state->admin_acceptor.is_open())

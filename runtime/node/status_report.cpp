@@ -4,9 +4,6 @@
 #include <map>
 #include <memory>
 
-#include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
-
 #include "messages/atoms.hpp"
 #include "messages/breaker.hpp"
 #include "runtime/node/fd_limit.hpp"
@@ -24,54 +21,26 @@ json tier_json(const tier_status& t) {
 } // namespace
 
 void collect_scopes(front_state& front, std::function<void(json)> answer) {
-  front.rt.system().spawn([scopes = front.rt.scopes(),
-                           backend = front.rt.backend(), answer](
-                              caf::event_based_actor* self) -> caf::behavior {
-    auto ages = std::make_shared<json>(json::object());
-    auto left = std::make_shared<size_t>(scopes.size());
-    if (scopes.empty()) {
-      answer(*ages);
-      return {};
-    }
-    // Nothing else references this actor; it must live to see the
-    // replies.
-    auto keep = std::make_shared<caf::actor>(caf::actor_cast<caf::actor>(self));
-    for (auto& scope : scopes) {
-      auto done = [self, ages, left, answer, scope, keep](json age) {
-        (*ages)[scope] = {{"progress_age_s", std::move(age)}};
-        if (--*left > 0)
-          return;
-        answer(*ages);
-        *keep = nullptr;
-        self->quit();
-      };
-      self->request(backend, status_backend_timeout, progress_age_atom_v, scope)
-          .then(
-              [done](const progress_age& a) {
-                // null: no call in the scope has succeeded yet.
-                done(a.age ? json(std::chrono::duration<double>(*a.age).count())
-                           : json(nullptr));
-              },
-              [done](caf::error&) { done("backend unavailable"); });
-    }
-    return {[](caf::unit_t) {}};
-  });
+  ask_progress_ages(front.rt.system(), front.rt.backend(), front.rt.scopes(),
+                    status_backend_timeout,
+                    [answer = std::move(answer)](progress_ages ages) {
+                      json out = json::object();
+                      for (auto& [scope, age] : ages) {
+                        json v;
+                        if (!age)
+                          v = "backend unavailable";
+                        else if (age->age) // null: nothing succeeded yet
+                          v = std::chrono::duration<double>(*age->age).count();
+                        out[scope] = {{"progress_age_s", std::move(v)}};
+                      }
+                      answer(std::move(out));
+                    });
 }
 
 void ask_breaker(front_state& front, caf::actor breaker, breaker_action action,
                  std::function<void(std::optional<breaker_status>)> answer) {
-  front.rt.system().spawn([breaker = std::move(breaker), action,
-                           answer](caf::event_based_actor* self) {
-    auto reply = [answer](std::optional<breaker_status> st) { answer(st); };
-    auto ok = [reply](const breaker_status& st) { reply(st); };
-    auto failed = [reply](caf::error&) { reply(std::nullopt); };
-    if (action == breaker_action::reset)
-      self->request(breaker, breaker_action_timeout, reset_atom_v)
-          .then(ok, failed);
-    else
-      self->request(breaker, breaker_action_timeout, isolate_atom_v)
-          .then(ok, failed);
-  });
+  sluice::ask_breaker(front.rt.system(), std::move(breaker), action,
+                      breaker_action_timeout, std::move(answer));
 }
 
 std::string session_owner(std::string_view session) {

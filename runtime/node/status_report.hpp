@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/operator_queries.hpp"
 #include "messages/breaker.hpp"
 #include "runtime/node/front_state.hpp"
 
@@ -28,8 +29,6 @@ void collect_scopes(front_state& front,
 
 /// Longest wait for a breaker's answer to an operator action.
 constexpr auto breaker_action_timeout = std::chrono::seconds{5};
-
-enum class breaker_action { reset, isolate };
 
 /// Sends `action` to `breaker`; calls `answer` once (on an actor thread)
 /// with the state it left, or nothing if the breaker did not answer.

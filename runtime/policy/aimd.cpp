@@ -41,4 +41,19 @@ void aimd_limit::on_drop() noexcept {
   limit_ = std::max(cfg_.min, shrunk);
 }
 
+void aimd_limit::on_outcome(outcome_kind kind, uint32_t in_flight) noexcept {
+  switch (kind) {
+  case outcome_kind::ok:
+    on_success(in_flight);
+    break;
+  case outcome_kind::rate_limited:
+  case outcome_kind::timeout:
+    on_drop();
+    break;
+  case outcome_kind::transient:
+  case outcome_kind::permanent:
+    break;
+  }
+}
+
 } // namespace sluice::policy

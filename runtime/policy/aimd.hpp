@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "runtime/policy/outcome.hpp"
+
 namespace sluice::policy {
 
 /// Settings of an AIMD concurrency limit.
@@ -37,6 +39,13 @@ public:
 
   /// The source pushed back (429) or timed out.
   void on_drop() noexcept;
+
+  /// An attempt ended as `kind` while `in_flight` ran (including it): the
+  /// one place that says which outcomes move the limit. Success grows it; a
+  /// 429 or a timeout is a drop (the source says it has too much); other
+  /// failures (a refused connection, a 5xx, a permanent error) say nothing
+  /// about its concurrency and leave it.
+  void on_outcome(outcome_kind kind, uint32_t in_flight) noexcept;
 
 private:
   aimd_config cfg_;

@@ -13,6 +13,7 @@
 
 #include "governor_fixture.hpp"
 #include "messages/atoms.hpp"
+#include "runtime/sources.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -21,7 +21,7 @@
 #include "messages/errors.hpp"
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
-#include "runtime/redis_leases.hpp"
+#include "runtime/redis/lease_pool.hpp"
 #include "test_redis.hpp"
 #include "test_upstream.hpp"
 

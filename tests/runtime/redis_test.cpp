@@ -17,11 +17,11 @@
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/scope_backend.hpp"
+#include "runtime/redis/scope_backend.hpp"
 #include "messages/atoms.hpp"
 #include "messages/errors.hpp"
-#include "runtime/redis_client.hpp"
-#include "runtime/redis_leases.hpp"
+#include "runtime/redis/client.hpp"
+#include "runtime/redis/lease_pool.hpp"
 #include "runtime/runtime.hpp"
 #include "test_redis.hpp"
 

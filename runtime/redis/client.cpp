@@ -1,15 +1,17 @@
-#include "runtime/redis_client.hpp"
+#include "runtime/redis/client.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
 #include <random>
 #include <stdexcept>
+#include <string_view>
 
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 
 namespace sluice {
 
@@ -93,10 +95,19 @@ redis_client::~redis_client() {
 }
 
 void redis_client::drop() {
+  std::lock_guard<std::mutex> guard{ctx_mx_};
   if (ctx_ != nullptr) {
     redisFree(ctx_);
     ctx_ = nullptr;
   }
+}
+
+void redis_client::interrupt() {
+  std::lock_guard<std::mutex> guard{ctx_mx_};
+  interrupted_ = true;
+  // Wakes a blocked read; the owner then drops the context.
+  if (ctx_ != nullptr)
+    ::shutdown(ctx_->fd, SHUT_RDWR);
 }
 
 void redis_client::note_fault(result& r) {
@@ -108,6 +119,13 @@ void redis_client::note_fault(result& r) {
 bool redis_client::ensure_connected(result& r) {
   if (ctx_ != nullptr)
     return true;
+  {
+    std::lock_guard<std::mutex> guard{ctx_mx_};
+    if (interrupted_) {
+      r.error = "redis: interrupted";
+      return false;
+    }
+  }
   auto now = steady::now();
   if (connect_failed_at_ && now - *connect_failed_at_ < cfg_.reconnect_after) {
     r.error = "redis unreachable (not retrying yet)";
@@ -124,15 +142,25 @@ bool redis_client::ensure_connected(result& r) {
     limit = std::min(limit, left);
   }
   auto tv = to_timeval(limit);
-  ctx_ = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port, tv);
-  if (ctx_ == nullptr || ctx_->err != 0) {
+  auto* ctx = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port, tv);
+  if (ctx == nullptr || ctx->err != 0) {
     r.error =
         "redis connect to " + cfg_.host + ":" + std::to_string(cfg_.port) +
-        " failed: " + (ctx_ ? std::string{ctx_->errstr} : "out of memory");
-    drop();
+        " failed: " + (ctx ? std::string{ctx->errstr} : "out of memory");
+    if (ctx != nullptr)
+      redisFree(ctx);
     connect_failed_at_ = now;
     note_fault(r);
     return false;
+  }
+  {
+    std::lock_guard<std::mutex> guard{ctx_mx_};
+    if (interrupted_) {
+      redisFree(ctx);
+      r.error = "redis: interrupted";
+      return false;
+    }
+    ctx_ = ctx;
   }
   auto cmd = to_timeval(cfg_.command_timeout);
   redisSetTimeout(ctx_, cmd);
@@ -242,6 +270,38 @@ redis_client::result redis_client::eval(const std::string& script,
       return r;
   }
   return r;
+}
+
+redis_client::result redis_client::subscribe(const std::string& channel) {
+  auto r = command({"SUBSCRIBE", channel});
+  if (r.ok()) {
+    redisSetTimeout(ctx_, timeval{0, 0});
+    applied_timeout_ = duration::zero();
+  }
+  return r;
+}
+
+std::optional<std::string> redis_client::next_message() {
+  while (ctx_ != nullptr) {
+    void* raw = nullptr;
+    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
+      drop(); // closed: by Redis, or by `interrupt`
+      return std::nullopt;
+    }
+    auto* r = static_cast<redisReply*>(raw);
+    // ["message", channel, payload]; anything else (a subscription's
+    // confirmation) is skipped.
+    std::optional<std::string> payload;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING &&
+        std::string_view{r->element[0]->str, r->element[0]->len} == "message"
+        && r->element[2]->type == REDIS_REPLY_STRING)
+      payload.emplace(r->element[2]->str, r->element[2]->len);
+    freeReplyObject(raw);
+    if (payload)
+      return payload;
+  }
+  return std::nullopt;
 }
 
 // -- redis_worker -------------------------------------------------------------

@@ -13,31 +13,12 @@
 #include <vector>
 
 #include "runtime/policy/time.hpp"
+#include "runtime/redis/config.hpp"
 
 struct redisContext;
 struct timeval;
 
 namespace sluice {
-
-/// Where and how to reach Redis (the backend several nodes share).
-struct redis_config {
-  std::string host = "127.0.0.1";
-  uint16_t port = 6379;
-  /// The password itself (the config file names an environment variable
-  /// that holds it); empty: no AUTH.
-  std::string password;
-  /// Prepended to every key, so several deployments can share a server.
-  std::string key_prefix = "sluice:";
-  duration connect_timeout = std::chrono::milliseconds{500};
-  /// Longest wait for one command's answer.
-  duration command_timeout = std::chrono::milliseconds{500};
-  /// After a failed connect, commands fail at once for this long before
-  /// the next attempt to connect (no reconnect storm while Redis is down).
-  duration reconnect_after = std::chrono::milliseconds{500};
-};
-
-/// Throws `std::invalid_argument` naming the field of nonsense settings.
-void validate(const redis_config& cfg);
 
 /// A duration as hiredis wants its timeouts.
 timeval to_timeval(duration d);
@@ -56,8 +37,9 @@ struct redis_reply {
   std::vector<redis_reply> elements;
 };
 
-/// A blocking Redis connection with timeouts (hiredis). Not thread-safe:
-/// one owner at a time -- in Sluice, one detached backend actor.
+/// A blocking Redis connection with timeouts (hiredis), the one client every
+/// Redis user here goes through. Not thread-safe: one owner at a time -- in
+/// Sluice, a worker thread or a listener -- except `interrupt`.
 ///
 /// Any failure (refused, timed out, a protocol or server error) returns an
 /// error text and drops the connection; the next command reconnects, but
@@ -95,6 +77,20 @@ public:
   result eval(const std::string& script, const std::vector<std::string>& keys,
               const std::vector<std::string>& args);
 
+  /// Subscribes this connection to `channel` (connecting first if need
+  /// be); from then on it only waits for messages (`next_message`).
+  result subscribe(const std::string& channel);
+
+  /// Waits, without a timeout (messages may be minutes apart), for the next
+  /// message on the subscribed channel and returns its payload; nothing when
+  /// the connection closed or was interrupted (it is dropped then:
+  /// `subscribe` again).
+  std::optional<std::string> next_message();
+
+  /// From any thread: wakes a `next_message` that waits, and makes every
+  /// later command and subscription fail, for good.
+  void interrupt();
+
   /// The key with the configured prefix.
   std::string key(const std::string& name) const {
     return cfg_.key_prefix + name;
@@ -121,7 +117,11 @@ private:
   void note_fault(result& r);
 
   redis_config cfg_;
+  /// Guards `ctx_`'s existence against `interrupt` from another thread (its
+  /// use needs no lock: one owner).
+  std::mutex ctx_mx_;
   redisContext* ctx_ = nullptr;
+  bool interrupted_ = false;
   std::optional<steady::time_point> deadline_;
   /// The socket timeout set on `ctx_` now (setting it costs two syscalls).
   duration applied_timeout_{};

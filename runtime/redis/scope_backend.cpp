@@ -1,4 +1,4 @@
-#include "actors/scope_backend.hpp"
+#include "runtime/redis/scope_backend.hpp"
 
 #include <functional>
 #include <memory>
@@ -12,7 +12,9 @@
 #include <caf/stateful_actor.hpp>
 
 #include "messages/atoms.hpp"
-#include "runtime/redis_client.hpp"
+#include "messages/errors.hpp"
+#include "runtime/redis/client.hpp"
+#include "runtime/redis/lua.hpp"
 
 namespace sluice {
 
@@ -20,22 +22,18 @@ namespace {
 
 // Written with the server's clock, so nodes whose clocks differ agree on
 // ages: the marker is Redis's TIME in milliseconds, kept `ttl` seconds.
-constexpr const char* progress_script = R"(
-local t = redis.call('TIME')
-local ms = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call('SET', KEYS[1], ms, 'EX', ARGV[1])
-return ms
-)";
+const std::string progress_script = redis_lua::timed(R"(
+redis.call('SET', KEYS[1], now, 'EX', ARGV[1])
+return now
+)");
 
 // The age in milliseconds by the server's clock; -1 if the scope never
 // progressed (or its marker expired).
-constexpr const char* age_script = R"(
+const std::string age_script = redis_lua::timed(R"(
 local v = redis.call('GET', KEYS[1])
 if not v then return -1 end
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
 return math.max(0, now - tonumber(v))
-)";
+)");
 
 struct redis_backend_state;
 
@@ -123,7 +121,7 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         auto& st = self->state;
         if (st.redis->down()) {
           ++st.stats->read_errors;
-          return redis_fault("redis down (failing closed until it answers "
+          return backend_fault("redis down (failing closed until it answers "
                              "again)");
         }
         auto id = st.next_read++;
@@ -134,7 +132,7 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         auto fail = [me, id, stats](std::string why) {
           ++stats->read_errors;
           back_to(me, [id, why = std::move(why)](redis_backend_actor* self) {
-            answer(self, id, redis_fault(std::move(why)));
+            answer(self, id, backend_fault(std::move(why)));
           });
         };
         // NOTE: the caller's own deadline is not in the message; one

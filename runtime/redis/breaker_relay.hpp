@@ -8,7 +8,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "runtime/redis_client.hpp"
+#include "runtime/redis/client.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/log.hpp"
+#include "actors/log.hpp"
 
 #include <cstdlib>
 #include <string>

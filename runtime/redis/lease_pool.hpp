@@ -1,13 +1,23 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "runtime/redis_client.hpp"
+#include "actors/lease_store.hpp"
+#include "runtime/redis/client.hpp"
 
 namespace sluice {
+
+/// The least TTL a lease may have: holders renew every third of it, over a
+/// network, with command timeouts of their own.
+constexpr duration min_lease_ttl = std::chrono::milliseconds{100};
+
+/// Throws `std::invalid_argument` naming the field of a nonsense cap or
+/// TTL (`cluster_global_cap`, `lease_ttl`): the one check of both.
+void validate_lease_limits(uint32_t cap, duration ttl);
 
 /// A cluster-wide cap kept in Redis: each permit is a *lease* with a TTL,
 /// in one sorted set (`<prefix>leases:<name>`, score = expiry by the
@@ -60,5 +70,17 @@ private:
   std::string node_;
   uint64_t next_ = 1;
 };
+
+/// Makes the cluster tier's `lease_store` over Redis: a `lease_pool`
+/// named `name` with `cap` and `ttl`, worked by a connection on a thread of
+/// its own (hiredis blocks; the store's owner never does). Each question
+/// waits at most one command timeout and at most its `within`; a fault
+/// marks Redis down (see `redis_worker`). Destroying the store joins its
+/// thread: at most one command timeout. Throws `std::invalid_argument`
+/// naming the field of nonsense settings.
+std::shared_ptr<lease_store> make_redis_lease_store(redis_config cfg,
+                                                    std::string name,
+                                                    uint32_t cap,
+                                                    duration ttl);
 
 } // namespace sluice

@@ -1,5 +1,6 @@
-#include "actors/breaker_relay.hpp"
+#include "runtime/redis/breaker_relay.hpp"
 
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -8,9 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
-#include <hiredis/hiredis.h>
 #include <nlohmann/json.hpp>
-#include <sys/socket.h>
 
 #include "messages/atoms.hpp"
 
@@ -20,15 +19,16 @@ namespace {
 
 using json = nlohmann::json;
 
-// The listener: a blocking SUBSCRIBE on its own connection and thread,
-// forwarding each peer message to the relay. Stopped by shutting its
-// socket down, which wakes the blocked read.
+// The listener: a blocking SUBSCRIBE on a connection and thread of its own,
+// forwarding each peer message to the relay. Stopped by interrupting its
+// connection, which wakes the blocked read.
 class listener {
 public:
   listener(redis_config cfg, std::string channel, std::string node,
            caf::weak_actor_ptr relay,
            std::shared_ptr<breaker_relay_stats> stats)
-      : cfg_(std::move(cfg))
+      : client_(cfg)
+      , pause_(cfg.reconnect_after)
       , channel_(std::move(channel))
       , node_(std::move(node))
       , relay_(std::move(relay))
@@ -40,13 +40,14 @@ public:
 
   /// Stops listening and joins the thread; idempotent.
   void stop() {
-    std::unique_lock<std::mutex> guard{mx_};
-    if (stop_)
-      return;
-    stop_ = true;
-    if (ctx_ != nullptr)
-      ::shutdown(ctx_->fd, SHUT_RDWR);
-    guard.unlock();
+    {
+      std::lock_guard<std::mutex> guard{mx_};
+      if (stop_)
+        return;
+      stop_ = true;
+    }
+    cv_.notify_all();
+    client_.interrupt();
     if (thread_.get_id() == std::this_thread::get_id())
       thread_.detach(); // never join ourselves
     else if (thread_.joinable())
@@ -55,88 +56,42 @@ public:
 
 private:
   void run() {
-    while (!stop_) {
-      if (!connect()) {
-        ++stats_->errors;
+    while (!stopping()) {
+      if (!client_.subscribe(channel_).ok()) {
+        if (!stopping())
+          ++stats_->errors;
         pause();
         continue;
       }
-      for (;;) {
-        void* raw = nullptr;
-        if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr)
-          break; // closed: by Redis, or by us to stop
-        handle(static_cast<redisReply*>(raw));
-        freeReplyObject(raw);
-      }
-      {
-        std::lock_guard<std::mutex> guard{mx_};
-        redisFree(ctx_);
-        ctx_ = nullptr;
-      }
-      if (!stop_) {
+      while (auto payload = client_.next_message())
+        handle(*payload);
+      if (!stopping()) { // closed by Redis
         ++stats_->errors;
         pause();
       }
     }
   }
 
-  bool connect() {
-    auto* ctx = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port,
-                                        to_timeval(cfg_.connect_timeout));
-    if (ctx == nullptr || ctx->err != 0) {
-      if (ctx)
-        redisFree(ctx);
-      return false;
-    }
-    // Blocking reads without a timeout from here on: messages may be
-    // minutes apart.
-    redisSetTimeout(ctx, timeval{0, 0});
-    auto ok = [&](redisReply* r) {
-      bool good = r != nullptr && r->type != REDIS_REPLY_ERROR;
-      if (r)
-        freeReplyObject(r);
-      return good;
-    };
-    if (!cfg_.password.empty() &&
-        !ok(static_cast<redisReply*>(
-            redisCommand(ctx, "AUTH %s", cfg_.password.c_str())))) {
-      redisFree(ctx);
-      return false;
-    }
-    if (!ok(static_cast<redisReply*>(
-            redisCommand(ctx, "SUBSCRIBE %s", channel_.c_str())))) {
-      redisFree(ctx);
-      return false;
-    }
+  bool stopping() {
     std::lock_guard<std::mutex> guard{mx_};
-    if (stop_) {
-      redisFree(ctx);
-      return false;
-    }
-    ctx_ = ctx;
-    return true;
+    return stop_;
   }
 
+  // Before reconnecting: no reconnect storm while Redis is down.
   void pause() {
-    auto end = std::chrono::steady_clock::now() + cfg_.reconnect_after;
-    while (!stop_ && std::chrono::steady_clock::now() < end)
-      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    std::unique_lock<std::mutex> lk{mx_};
+    cv_.wait_for(lk, pause_, [this] { return stop_; });
   }
 
-  void handle(redisReply* r) {
-    // ["message", channel, payload]
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
-        r->element[2]->type != REDIS_REPLY_STRING)
-      return;
-    auto msg = json::parse(std::string{r->element[2]->str, r->element[2]->len},
-                           nullptr, false);
+  void handle(const std::string& payload) {
+    auto msg = json::parse(payload, nullptr, false);
     if (!msg.is_object() || msg.value("node", "") == node_)
       return; // malformed, or our own
     auto state = msg.value("state", "");
     breaker_state to;
-    if (state == "open")
+    if (state == to_string(breaker_state::open))
       to = breaker_state::open;
-    else if (state == "closed")
+    else if (state == to_string(breaker_state::closed))
       to = breaker_state::closed;
     else
       return;
@@ -146,15 +101,16 @@ private:
                      open_for);
   }
 
-  redis_config cfg_;
+  redis_client client_;
+  duration pause_;
   std::string channel_;
   std::string node_;
   /// Weak: the relay owns the listener, not the other way round.
   caf::weak_actor_ptr relay_;
   std::shared_ptr<breaker_relay_stats> stats_;
-  std::atomic<bool> stop_{false};
   std::mutex mx_;
-  redisContext* ctx_ = nullptr;
+  std::condition_variable cv_;
+  bool stop_ = false;
   std::thread thread_;
 };
 
@@ -199,7 +155,7 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
           return;
         json msg{{"node", st.node},
                  {"source", ev.source},
-                 {"state", ev.to == breaker_state::open ? "open" : "closed"},
+                 {"state", std::string{to_string(ev.to)}},
                  {"open_for_ms",
                   std::chrono::duration_cast<std::chrono::milliseconds>(
                       ev.open_for)

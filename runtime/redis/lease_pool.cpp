@@ -1,0 +1,195 @@
+#include "runtime/redis/lease_pool.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+
+#include "runtime/redis/lua.hpp"
+
+namespace sluice {
+
+namespace {
+
+// Every script starts from the server's clock and drops lapsed leases, so
+// no node's clock and no stale lease ever counts.
+const std::string acquire_script = redis_lua::timed(R"(
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+)");
+
+const std::string renew_script = redis_lua::timed(R"(
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local lapsed = {}
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i])
+  else
+    table.insert(lapsed, ARGV[i])
+  end
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+return lapsed
+)");
+
+const std::string live_script = redis_lua::timed(R"(
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+)");
+
+} // namespace
+
+void validate_lease_limits(uint32_t cap, duration ttl) {
+  if (cap == 0)
+    throw std::invalid_argument("cluster_global_cap: must be positive");
+  if (ttl < min_lease_ttl)
+    throw std::invalid_argument("lease_ttl: must be at least 100 ms");
+}
+
+lease_pool::lease_pool(redis_client& redis, std::string name, uint32_t cap,
+                       duration ttl, std::string node)
+    : redis_(redis)
+    , key_(redis.key("leases:" + name))
+    , cap_(cap)
+    , ttl_(ttl)
+    , node_(std::move(node)) {
+  validate_lease_limits(cap_, ttl_);
+}
+
+lease_pool::outcome lease_pool::try_acquire() {
+  outcome out;
+  auto id = node_ + ":" + std::to_string(next_++);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_);
+  auto r = redis_.eval(acquire_script, {key_},
+                       {std::to_string(cap_), std::to_string(ms.count()), id});
+  if (!r.ok() || r.reply->type != redis_reply::kind::integer) {
+    out.error = r.ok() ? "unexpected answer" : r.error;
+    return out;
+  }
+  out.answered = true;
+  out.granted = r.reply->integer == 1;
+  if (out.granted)
+    out.lease = std::move(id);
+  return out;
+}
+
+bool lease_pool::release(const std::string& lease) {
+  return redis_.command({"ZREM", key_, lease}).ok();
+}
+
+std::optional<std::vector<std::string>>
+lease_pool::renew(const std::vector<std::string>& leases) {
+  if (leases.empty())
+    return std::vector<std::string>{};
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_);
+  std::vector<std::string> args{std::to_string(ms.count())};
+  args.insert(args.end(), leases.begin(), leases.end());
+  auto r = redis_.eval(renew_script, {key_}, args);
+  // An empty Lua table comes back as an empty array.
+  if (!r.ok() || r.reply->type != redis_reply::kind::array)
+    return std::nullopt;
+  std::vector<std::string> lapsed;
+  for (auto& e : r.reply->elements)
+    lapsed.push_back(e.text);
+  return lapsed;
+}
+
+int64_t lease_pool::live() {
+  auto r = redis_.eval(live_script, {key_}, {});
+  if (!r.ok() || r.reply->type != redis_reply::kind::integer)
+    return -1;
+  return r.reply->integer;
+}
+
+// -- the cluster tier's store ---------------------------------------------------
+
+namespace {
+
+class redis_lease_store final : public lease_store {
+public:
+  redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
+                    duration ttl)
+      : worker_(std::make_unique<redis_worker>(std::move(cfg), "cluster tier"))
+        // Lease ids name this node: random, so restarts never reuse one.
+      , pool_(worker_->connection(), std::move(name), cap, ttl,
+              random_node_id()) {
+    // nop
+  }
+
+  // The worker's thread is joined before the pool its jobs use goes.
+  ~redis_lease_store() override { worker_.reset(); }
+
+  void try_acquire(duration within, std::function<void(grant)> done) override {
+    auto shared = std::make_shared<std::function<void(grant)>>(std::move(done));
+    worker_->submit(
+        deadline(within),
+        [this, shared](redis_client&) {
+          auto out = pool_.try_acquire();
+          grant g;
+          g.answered = out.answered;
+          g.granted = out.granted;
+          g.permit = std::move(out.lease);
+          g.error = std::move(out.error);
+          (*shared)(std::move(g));
+        },
+        [shared](const std::string& why) {
+          grant g;
+          g.error = why;
+          (*shared)(std::move(g));
+        });
+  }
+
+  void release(const std::string& permit) override {
+    if (worker_->down())
+      return; // it lapses within one TTL
+    worker_->submit(
+        deadline(worker_->config().command_timeout),
+        [this, permit](redis_client&) { pool_.release(permit); },
+        [](const std::string&) {});
+  }
+
+  void renew(std::vector<std::string> permits,
+             std::function<void(lapsed)> done) override {
+    auto shared = std::make_shared<std::function<void(lapsed)>>(std::move(done));
+    worker_->submit(
+        deadline(worker_->config().command_timeout),
+        [this, shared, permits = std::move(permits)](redis_client&) {
+          (*shared)(pool_.renew(permits));
+        },
+        [shared](const std::string&) { (*shared)(std::nullopt); });
+  }
+
+  bool down() const override { return worker_->down(); }
+
+  duration ttl() const override { return pool_.ttl(); }
+
+private:
+  // At most one command timeout from now (the worker bounds it so too).
+  steady::time_point deadline(duration within) const {
+    return steady::now() + std::min(within, worker_->config().command_timeout);
+  }
+
+  std::unique_ptr<redis_worker> worker_;
+  lease_pool pool_;
+};
+
+} // namespace
+
+std::shared_ptr<lease_store> make_redis_lease_store(redis_config cfg,
+                                                    std::string name,
+                                                    uint32_t cap,
+                                                    duration ttl) {
+  validate(cfg);
+  validate_lease_limits(cap, ttl);
+  if (name.empty())
+    throw std::invalid_argument("name: must not be empty");
+  return std::make_shared<redis_lease_store>(std::move(cfg), std::move(name),
+                                             cap, ttl);
+}
+
+} // namespace sluice

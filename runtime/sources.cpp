@@ -1,0 +1,35 @@
+#include "runtime/sources.hpp"
+
+#include <memory>
+
+#include <caf/actor_system.hpp>
+
+namespace sluice {
+
+source_handle make_source(caf::actor_system& sys, std::string name,
+                          source_actor actor,
+                          const policy::breaker_config& breaker,
+                          const policy::aimd_config& aimd,
+                          const std::optional<policy::quota_config>& quota,
+                          bool self_timed) {
+  policy::validate(aimd);
+  if (quota)
+    policy::validate(*quota);
+  auto tier = std::make_shared<policy::tier_counter>(aimd.initial);
+  auto b = spawn_breaker(sys, name, breaker);
+  auto g = spawn_source_gate(sys, name, tier, aimd);
+  std::shared_ptr<source_quota> q;
+  if (quota)
+    q = std::make_shared<source_quota>(*quota, sys.clock().now());
+  source_handle h;
+  h.name = std::move(name);
+  h.actor = std::move(actor);
+  h.breaker = std::move(b);
+  h.tier = std::move(tier);
+  h.gate = std::move(g);
+  h.quota = std::move(q);
+  h.self_timed = self_timed;
+  return h;
+}
+
+} // namespace sluice

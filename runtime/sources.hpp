@@ -1,0 +1,24 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "actors/source_gate.hpp"
+
+namespace sluice {
+
+/// Assembles the handle of source `name` around its actor: spawns its
+/// breaker and its gate (AIMD limit, permit watchers), makes its source tier
+/// and, if asked, its rate quota. Throws `std::invalid_argument` naming the
+/// field of nonsense `aimd`, `breaker` or `quota` settings, before it spawns
+/// anything.
+source_handle
+make_source(caf::actor_system& sys, std::string name, source_actor actor,
+            const policy::breaker_config& breaker,
+            const policy::aimd_config& aimd,
+            const std::optional<policy::quota_config>& quota = std::nullopt,
+            bool self_timed = false);
+
+} // namespace sluice

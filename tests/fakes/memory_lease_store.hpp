@@ -1,0 +1,68 @@
+#pragma once
+
+// An in-memory `lease_store` for the cluster tier's tests: a cap, the live
+// permits, and knobs a test turns -- down, answers held back until the test
+// lets them go, permits lapsed. Single-threaded, like the virtual-time tests
+// that use it.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "actors/lease_store.hpp"
+
+namespace sluice::testing {
+
+class memory_lease_store : public lease_store {
+public:
+  memory_lease_store(uint32_t cap, duration ttl) : cap_(cap), ttl_(ttl) {
+    // nop
+  }
+
+  // -- lease_store -------------------------------------------------------------
+
+  void try_acquire(duration within, std::function<void(grant)> done) override;
+  void release(const std::string& permit) override;
+  void renew(std::vector<std::string> permits,
+             std::function<void(lapsed)> done) override;
+  bool down() const override { return down_; }
+  duration ttl() const override { return ttl_; }
+
+  // -- knobs -------------------------------------------------------------------
+
+  /// Down: questions already held are answered unanswered, new ones too.
+  void set_down(bool down) { down_ = down; }
+
+  /// Holds answers back until `answer_held` (a slow store).
+  void hold_answers(bool hold) { hold_ = hold; }
+
+  /// Answers every question held back, in order; returns how many.
+  size_t answer_held();
+
+  /// Drops `permit` as if it lapsed (the store lost it).
+  void lapse(const std::string& permit) { live_.erase(permit); }
+
+  // -- what the tier did -------------------------------------------------------
+
+  size_t live() const { return live_.size(); }
+  uint64_t acquires = 0;
+  uint64_t releases = 0;
+  uint64_t renewals = 0;
+  /// The `within` of the last question.
+  duration last_within{};
+
+private:
+  void decide(const std::function<void(grant)>& done);
+
+  uint32_t cap_;
+  duration ttl_;
+  bool down_ = false;
+  bool hold_ = false;
+  uint64_t next_ = 1;
+  std::set<std::string> live_;
+  std::deque<std::function<void(grant)>> held_;
+};
+
+} // namespace sluice::testing
