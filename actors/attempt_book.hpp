@@ -24,8 +24,10 @@ public:
     auto requester = attempt.requester;
     attempts_.emplace(id, std::move(attempt));
     if (requester) {
+      // One monitor per requester (one down message when it terminates).
+      if (by_requester_.count(requester) == 0)
+        self->monitor(requester);
       by_requester_.emplace(requester, id);
-      self->monitor(requester);
     }
   }
 
@@ -50,7 +52,11 @@ public:
           by_requester_.erase(j);
           break;
         }
-      self->demonitor(attempt.requester);
+      // CAF 0.17's `demonitor` removes every monitor of that actor, not
+      // one: only when the requester has no attempt left, or its others
+      // would never be dropped when it terminates.
+      if (by_requester_.count(attempt.requester) == 0)
+        self->demonitor(attempt.requester);
     }
     return attempt;
   }

@@ -51,10 +51,21 @@ breaker_status status_of(breaker_actor* self) {
 
 void drop_lease(breaker_actor* self, std::vector<probe_lease>::iterator i) {
   auto holder = i->holder;
-  self->state.leases.erase(i);
+  auto& st = self->state;
+  st.leases.erase(i);
   // Stop observing the holder unless it still holds another lease or
-  // subscribes (each monitor() call adds one observer; remove one).
-  self->demonitor(holder);
+  // subscribes: CAF 0.17's `demonitor` removes every monitor of an actor
+  // at once, not one.
+  bool leases = std::any_of(st.leases.begin(), st.leases.end(),
+                            [&](const probe_lease& l) {
+                              return l.holder == holder;
+                            });
+  bool subscribed = std::any_of(st.subscribers.begin(), st.subscribers.end(),
+                                [&](const caf::actor& s) {
+                                  return s.address() == holder;
+                                });
+  if (!leases && !subscribed)
+    self->demonitor(holder);
 }
 
 std::vector<probe_lease>::iterator find_lease(breaker_actor* self,
@@ -205,18 +216,6 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
           subs.push_back(std::move(sender));
         }
         return status_of(self);
-      },
-      [self](unsubscribe_atom) {
-        auto& subs = self->state.subscribers;
-        auto sender = self->current_sender();
-        auto i =
-            std::find_if(subs.begin(), subs.end(), [&](const caf::actor& s) {
-              return caf::actor_cast<caf::strong_actor_ptr>(s) == sender;
-            });
-        if (i != subs.end()) {
-          self->demonitor(i->address());
-          subs.erase(i);
-        }
       },
       // Operator actions; the answer is the state they left.
       [self](isolate_atom) -> breaker_status {

@@ -15,10 +15,10 @@ namespace sluice {
 /// machine, and its lock-free mirror for reads from any thread.
 ///
 /// Protocol (see messages/atoms.hpp): `allow_atom -> breaker_verdict`,
-/// `(record_atom, call_outcome)`, `subscribe_atom -> breaker_status`,
-/// `unsubscribe_atom`, `status_atom -> breaker_status`, and the operator
-/// actions `isolate_atom` (open until reset) and `reset_atom` (close now),
-/// each answered with the `breaker_status` it left.
+/// `(record_atom, call_outcome)`, `subscribe_atom -> breaker_status` (until
+/// the subscriber terminates), `status_atom -> breaker_status`, and the
+/// operator actions `isolate_atom` (open until reset) and `reset_atom`
+/// (close now), each answered with the `breaker_status` it left.
 /// Subscribers receive a `breaker_event` for every transition, in order.
 struct breaker_handle {
   std::string source;

@@ -56,6 +56,9 @@ struct cluster_state {
   std::shared_ptr<lease_store> store;
   /// Permits held by this node, with their holders.
   std::unordered_map<std::string, caf::actor_addr> held;
+  /// How many permits each holder has: it is monitored while it has one
+  /// (CAF 0.17's `demonitor` removes every monitor of an actor at once).
+  std::unordered_map<caf::actor_addr, uint32_t> holders;
   waiters queue;
   bool polling = false;
   /// A permit is being asked for (for the first waiter): one question at a
@@ -82,13 +85,31 @@ void back_to(const caf::weak_actor_ptr& me, F f) {
     caf::anon_send(strong, cluster_tier_done{std::move(f)});
 }
 
+void hold(cluster_actor* self, std::string permit, caf::actor_addr holder) {
+  auto& st = self->state;
+  if (st.holders[holder]++ == 0)
+    self->monitor(holder);
+  st.held.emplace(std::move(permit), std::move(holder));
+}
+
+// Forgets `permit` (which is held) and, with its holder's last, the holder.
+void unhold(cluster_actor* self,
+            std::unordered_map<std::string, caf::actor_addr>::iterator i) {
+  auto& st = self->state;
+  auto h = st.holders.find(i->second);
+  if (h != st.holders.end() && --h->second == 0) {
+    self->demonitor(i->second);
+    st.holders.erase(h);
+  }
+  st.held.erase(i);
+}
+
 void give_back(cluster_actor* self, const std::string& permit) {
   auto& st = self->state;
   auto i = st.held.find(permit);
   if (i == st.held.end())
     return;
-  self->demonitor(i->second);
-  st.held.erase(i);
+  unhold(self, i);
   st.store->release(permit);
   note_counts(st);
 }
@@ -206,8 +227,7 @@ void on_answer(cluster_actor* self, waiters::waiter_id id,
       st.store->release(out.permit); // its wait ended meanwhile
     } else {
       auto w = st.queue.take(id);
-      st.held.emplace(out.permit, w.payload.holder);
-      self->monitor(w.payload.holder);
+      hold(self, out.permit, w.payload.holder);
       w.payload.promise.deliver(out.permit);
     }
     serve(self);
@@ -247,8 +267,7 @@ void renew(cluster_actor* self) {
       for (auto& permit : gone) {
         auto i = st.held.find(permit);
         if (i != st.held.end()) {
-          self->demonitor(i->second);
-          st.held.erase(i);
+          unhold(self, i);
           ++st.stats->lost;
         }
       }

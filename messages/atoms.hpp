@@ -50,8 +50,6 @@ CAF_ADD_ATOM(sluice, sluice, record_atom, "record")
 /// subscription starts from.
 CAF_ADD_ATOM(sluice, sluice, subscribe_atom, "bsubscribe")
 
-/// `(unsubscribe_atom)`: stop sending transitions to the sender.
-CAF_ADD_ATOM(sluice, sluice, unsubscribe_atom, "bunsub")
 
 /// `(isolate_atom) -> breaker_status`: operator action, open and stay open
 /// until reset.

@@ -429,3 +429,37 @@ TEST_CASE_METHOD(fixture,
   advance(5min);
   CHECK(state() == S::half_open);
 }
+
+TEST_CASE_METHOD(fixture,
+                 "a subscriber whose probe lease lapsed is still dropped when "
+                 "it terminates") {
+  // CAF 0.17's demonitor removes every monitor of an actor: dropping the
+  // lease must not stop the breaker from seeing its subscriber go.
+  open_it();
+  advance(30s);
+  auto both = sys.spawn([b = breaker.actor](caf::event_based_actor* self) {
+    self->request(b, caf::infinite, subscribe_atom_v)
+        .then([self, b](const breaker_status&) {
+          self->request(b, caf::infinite, allow_atom_v)
+              .then([](const breaker_verdict&) {});
+        });
+    return caf::behavior{[](const breaker_event&) {}};
+  });
+  run();
+  auto status = [&] {
+    caf::scoped_actor self{sys};
+    self->send(breaker.actor, status_atom_v);
+    run();
+    breaker_status out{};
+    self->receive([&](const breaker_status& s) { out = s; },
+                  caf::after(0s) >> [] {});
+    return out;
+  };
+  REQUIRE(status().leases_held == 1);
+  REQUIRE(status().subscribers == 2); // the fixture's listener and `both`
+  advance(30s); // the lease lapses
+  CHECK(status().leases_held == 0);
+  caf::anon_send_exit(both, caf::exit_reason::kill);
+  run();
+  CHECK(status().subscribers == 1);
+}

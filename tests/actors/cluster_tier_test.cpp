@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
@@ -266,6 +267,29 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK(store->releases == releases);
   kill(b);
   CHECK(store->releases == releases + 1);
+}
+
+TEST_CASE_METHOD(cluster_fixture,
+                 "a holder of two permits that gives one back still returns "
+                 "the other when it terminates") {
+  auto got = std::make_shared<std::vector<std::string>>();
+  auto two = sys.spawn([t = tier, got](caf::event_based_actor* self) {
+    for (int i = 0; i < 2; ++i)
+      self->request(t, caf::infinite, acquire_atom_v,
+                    self->clock().now() + 1s)
+          .then([got](const std::string& p) { got->push_back(p); });
+    return caf::behavior{[self, t](int) {
+      self->send(t, lease_release_atom_v, std::string{"p1"});
+    }};
+  });
+  run();
+  REQUIRE(got->size() == 2);
+  caf::anon_send(two, 1);
+  run();
+  CHECK(store->live() == 1);
+  kill(two);
+  CHECK(store->live() == 0);
+  CHECK(stats->held == 0);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
