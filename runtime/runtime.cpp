@@ -145,9 +145,11 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     , embedded_connection_(tiers_.new_connection())
     , backend_(make_backend(sys, cfg_))
     , cluster_(make_cluster_tier(sys, cfg_, cluster_stats_))
-    , relay_(cfg_.redis && cfg_.share_breakers
-                 ? spawn_breaker_relay(sys, *cfg_.redis)
-                 : caf::actor{})
+    , relay_stats_(cfg_.redis && cfg_.share_breakers
+                       ? std::make_shared<breaker_relay_stats>()
+                       : nullptr)
+    , relay_(relay_stats_ ? spawn_breaker_relay(sys, *cfg_.redis, relay_stats_)
+                          : caf::actor{})
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}())
     , health_(std::make_shared<actor_health>()) {
   if (cfg_.kinds.empty())

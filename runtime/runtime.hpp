@@ -27,6 +27,8 @@
 
 namespace sluice {
 
+struct breaker_relay_stats;
+
 /// One entry of a route's model table: calls whose `model` matches
 /// `pattern` (an exact name, or a glob such as "gpt-4o*"; see
 /// runtime/policy/model_match.hpp) go to these sources.
@@ -298,6 +300,12 @@ public:
     return cluster_stats_;
   }
 
+  /// What this node's breaker relay published and applied (null: breakers
+  /// are not shared).
+  const std::shared_ptr<breaker_relay_stats>& relay_stats() const noexcept {
+    return relay_stats_;
+  }
+
   /// What the runtime knows of its actors' deaths (shared with the functors
   /// attached to them).
   struct actor_health;
@@ -322,6 +330,7 @@ private:
   std::shared_ptr<cluster_tier_stats> cluster_stats_;
   caf::actor cluster_;
   /// Shares breaker state through Redis (null: none).
+  std::shared_ptr<breaker_relay_stats> relay_stats_;
   caf::actor relay_;
   /// Sources and routes: written while the service sets up, read by every
   /// call (readers share the lock).

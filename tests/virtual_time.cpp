@@ -39,7 +39,9 @@ time_point virtual_time_fixture::now() const {
 }
 
 size_t virtual_time_fixture::run() {
-  return sched.run();
+  auto n = sched.run();
+  processed += n;
+  return n;
 }
 
 void virtual_time_fixture::advance(duration d) {

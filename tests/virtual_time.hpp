@@ -32,6 +32,10 @@ struct virtual_time_fixture {
   /// Moves virtual time forward to `t` (as `advance`).
   void advance_to(time_point t);
 
+  /// Messages processed so far, by `run` and `advance` (timer messages
+  /// included): what "messages per call" figures are measured with.
+  size_t processed = 0;
+
   caf::actor_system_config cfg;
   caf::actor_system sys;
   caf::scheduler::test_coordinator& sched;

@@ -20,6 +20,7 @@
 #include "runtime/redis/scope_backend.hpp"
 #include "messages/atoms.hpp"
 #include "messages/errors.hpp"
+#include "runtime/redis/breaker_relay.hpp"
 #include "runtime/redis/client.hpp"
 #include "runtime/redis/lease_pool.hpp"
 #include "runtime/runtime.hpp"
@@ -420,7 +421,14 @@ TEST_CASE_METHOD(actor_fixture,
   // A's breaker closes (an operator reset): so do the others'.
   caf::anon_send(nodes[0]->source("x").breaker.actor, reset_atom_v);
   CHECK(eventually([&] { return !is_open(1) && !is_open(2); }, 1000ms));
-  // Nothing echoes back: A stays closed.
+  // Nothing echoes back: A stays closed, and only A published -- its
+  // opening and its closing; B and C applied both and published neither.
   std::this_thread::sleep_for(200ms);
   CHECK_FALSE(is_open(0));
+  CHECK(nodes[0]->relay_stats()->published == 2);
+  CHECK(nodes[1]->relay_stats()->published == 0);
+  CHECK(nodes[2]->relay_stats()->published == 0);
+  CHECK(nodes[1]->relay_stats()->applied == 2);
+  CHECK(nodes[2]->relay_stats()->applied == 2);
+  CHECK(nodes[0]->relay_stats()->applied == 0);
 }
