@@ -112,8 +112,6 @@ struct governor_state {
   uint64_t attempt_seq = 0;
   /// A chunk went to the caller: no retry or failover from here on.
   bool committed = false;
-  /// The admission deadline (one for every tier, the cluster's included).
-  time_point admission_deadline{};
   /// The cluster lease this call holds, if any.
   std::string lease;
 
@@ -558,13 +556,14 @@ void next_round(governor_actor* self) {
 }
 
 // The global tier across nodes, after the local tiers and under the same
-// deadline. Redis failing, or the cluster tier not answering within the
-// deadline plus the backend timeout, fails the call closed.
+// deadline: the one `admit` computed, handed on by the ticket. Redis
+// failing, or the cluster tier not answering within the deadline plus the
+// backend timeout, fails the call closed.
 void admit_cluster(governor_actor* self) {
   auto& st = self->state;
-  auto limit =
-      st.admission_deadline - self->clock().now() + st.route().backend_timeout;
-  self->request(st.cfg.cluster, limit, acquire_atom_v, st.admission_deadline)
+  auto deadline = st.ticket.deadline();
+  auto limit = deadline - self->clock().now() + st.route().backend_timeout;
+  self->request(st.cfg.cluster, limit, acquire_atom_v, deadline)
       .then(
           [self](std::string& lease) {
             self->state.lease = std::move(lease);
@@ -617,7 +616,6 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         st.caller = caf::actor_cast<caf::actor>(self->current_sender());
         st.promise = self->make_response_promise<call_result>();
         st.clock.emplace(self->clock().now());
-        st.admission_deadline = self->clock().now() + st.cfg.wait_timeout;
         admit(self, st.cfg.admission, st.cfg.wait_timeout,
               [self](caf::expected<admission_ticket> t) {
                 auto& st = self->state;
