@@ -274,10 +274,10 @@ void on_outcome(governor_actor* self, source_reply reply) {
   auto now = self->clock().now();
   const auto& pol = st.policy();
   const auto& src = st.route().sources[cur.source];
-  // 429 that does not spend the retry budget goes back to the stall account.
-  bool refund =
-      reply.kind == outcome_kind::rate_limited && !pol.rate_limit_spends_retry;
-  st.clock->end_attempt(now, refund);
+  // An attempt that does not spend the retry budget (a 429 of a kind whose
+  // 429s are load) goes back to the stall account.
+  bool spends = policy::spends_retry(pol, reply.kind);
+  st.clock->end_attempt(now, !spends);
   auto in_flight = src.tier->load().in_use;
   release_source_permit(self, cur.source, cur.permit);
   // The gate adjusts the AIMD limit, then wakes governors waiting for a
@@ -341,8 +341,6 @@ void on_outcome(governor_actor* self, source_reply reply) {
   case outcome_kind::timeout:
     break;
   }
-  bool spends =
-      reply.kind != outcome_kind::rate_limited || pol.rate_limit_spends_retry;
   if (spends)
     ++st.fails;
   st.last_failed = cur.source;

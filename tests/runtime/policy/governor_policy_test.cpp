@@ -64,6 +64,21 @@ TEST_CASE("stall verdict: the four quadrants") {
   CHECK_FALSE(stall_verdict(300s, std::nullopt, w));
 }
 
+TEST_CASE("a 429 spends the retry budget only where the kind says so, "
+          "every other outcome always") {
+  call_policy chat; // 429 is load
+  call_policy embeddings;
+  embeddings.rate_limit_spends_retry = true;
+  CHECK_FALSE(spends_retry(chat, outcome_kind::rate_limited));
+  CHECK(spends_retry(embeddings, outcome_kind::rate_limited));
+  for (auto k : {outcome_kind::ok, outcome_kind::transient,
+                 outcome_kind::timeout, outcome_kind::permanent}) {
+    INFO(to_string(k));
+    CHECK(spends_retry(chat, k));
+    CHECK(spends_retry(embeddings, k));
+  }
+}
+
 TEST_CASE("backoff grows exponentially by max(fails, 1), capped") {
   backoff_config c{1s, 10s, 0.0};
   CHECK(backoff_delay(c, 0, 0.3) == 1s);
