@@ -174,13 +174,14 @@ void sleep_for(governor_actor* self, duration d, after_sleep then) {
   self->delayed_send(self, d, resume_atom_v, ++st.timer_seq);
 }
 
-// Runs `then` unless the call has stalled: its own unproductive time and the
-// scope's time without progress both past the window. The backend is asked
-// only when the local account is over; a backend fault fails closed.
+// Runs `then` unless the call has stalled (`policy::stall_verdict`). The
+// backend is asked only when the verdict's local half holds; a backend
+// fault fails closed.
 void check_stall(governor_actor* self, std::function<void()> then) {
   auto& st = self->state;
   auto window = st.policy().stall_window;
-  if (!(st.clock->stalled(self->clock().now()) > window)) {
+  if (!policy::local_stall_exceeded(st.clock->stalled(self->clock().now()),
+                                    window)) {
     then();
     return;
   }
