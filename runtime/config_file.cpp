@@ -471,12 +471,8 @@ policy::outcome_class read_class(table_reader& r, std::string_view key,
   auto s = r.string(key);
   if (!s)
     return dflt;
-  if (*s == "success")
-    return policy::outcome_class::success;
-  if (*s == "failure")
-    return policy::outcome_class::failure;
-  if (*s == "ignored")
-    return policy::outcome_class::ignored;
+  if (auto c = policy::parse_outcome_class(*s))
+    return *c;
   r.fail(key, "must be \"success\", \"failure\" or \"ignored\"");
 }
 
