@@ -113,8 +113,7 @@ void acquire_from(caf::event_based_actor* self,
   // deadline passes. The owner always answers by the deadline.
   const auto& tier = attempt->steps[step];
   attempt->queued_at(tier.kind);
-  self->request(tier.owner, caf::infinite, acquire_atom_v,
-               attempt->deadline())
+  self->request(tier.owner, caf::infinite, acquire_atom_v, attempt->deadline())
       .then(
           [self, attempt, step](permit_id id) {
             attempt->took(step, id);

@@ -19,7 +19,8 @@ std::string_view to_string(breaker_state x) noexcept {
   return "unknown";
 }
 
-std::optional<breaker_state> parse_breaker_state(std::string_view name) noexcept {
+std::optional<breaker_state>
+parse_breaker_state(std::string_view name) noexcept {
   for (auto x :
        {breaker_state::closed, breaker_state::open, breaker_state::half_open})
     if (to_string(x) == name)

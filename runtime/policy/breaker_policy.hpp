@@ -34,7 +34,8 @@ enum class breaker_state : uint8_t {
 std::string_view to_string(breaker_state x) noexcept;
 
 /// Parses a state name as printed by `to_string`; nullopt for any other.
-std::optional<breaker_state> parse_breaker_state(std::string_view name) noexcept;
+std::optional<breaker_state>
+parse_breaker_state(std::string_view name) noexcept;
 
 /// Settings of one breaker. Defaults follow resilience4j where it is sane and
 /// are smaller where its defaults are known to hurt (a 60 s wait, 100 calls

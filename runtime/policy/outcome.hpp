@@ -63,8 +63,8 @@ constexpr std::string_view to_string(outcome_class x) noexcept {
 /// Parses a class name as printed by `to_string`; nullopt for any other.
 constexpr std::optional<outcome_class>
 parse_outcome_class(std::string_view name) noexcept {
-  for (auto c : {outcome_class::success, outcome_class::failure,
-                 outcome_class::ignored})
+  for (auto c :
+       {outcome_class::success, outcome_class::failure, outcome_class::ignored})
     if (to_string(c) == name)
       return c;
   return std::nullopt;

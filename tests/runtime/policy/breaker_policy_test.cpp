@@ -324,8 +324,8 @@ TEST_CASE("enum names: each to_string has its parse, and they round-trip") {
   CHECK(to_string(breaker_state::half_open) == "half_open");
   CHECK_FALSE(parse_breaker_state("half-open"));
   CHECK_FALSE(parse_breaker_state(""));
-  for (auto c : {outcome_class::success, outcome_class::failure,
-                 outcome_class::ignored})
+  for (auto c :
+       {outcome_class::success, outcome_class::failure, outcome_class::ignored})
     CHECK(parse_outcome_class(to_string(c)) == c);
   CHECK_FALSE(parse_outcome_class("fail"));
   // Compile-time: the outcome names live beside their enum, in the header.

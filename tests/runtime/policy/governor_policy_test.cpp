@@ -71,9 +71,9 @@ TEST_CASE("stall verdict: its local half alone decides whether the scope "
   // the scope's age, a call below the window is not stalled.
   for (auto local : {0s, 299s, 300s, 301s, 900s}) {
     INFO(local.count());
-    for (std::optional<duration> age : {std::optional<duration>{},
-                                        std::optional<duration>{10s},
-                                        std::optional<duration>{301s}})
+    for (std::optional<duration> age :
+         {std::optional<duration>{}, std::optional<duration>{10s},
+          std::optional<duration>{301s}})
       if (!local_stall_exceeded(local, w))
         CHECK_FALSE(stall_verdict(local, age, w));
     CHECK(local_stall_exceeded(local, w) ==
