@@ -522,9 +522,14 @@ bool connection::ops_allowed(const std::string& path,
   auto presented = read_presented_key(headers);
   bool admin_key = presented.what == presented_key::kind::token &&
                    front_.keys.is_admin(presented.token);
-  switch (decide_ops_access(admin_, front_.keys.has_admin_key(), admin_key,
-                            front_.settings.admin_listen.has_value(),
-                            front_.main_loopback, front_.keys.required())) {
+  ops_request ops;
+  ops.on_admin_listener = admin_;
+  ops.admin_key_configured = front_.keys.has_admin_key();
+  ops.admin_key_presented = admin_key;
+  ops.admin_listener_configured = front_.settings.admin_listen.has_value();
+  ops.main_listener_loopback = front_.main_loopback;
+  ops.client_keys_configured = front_.keys.required();
+  switch (decide_ops_access(ops)) {
   case ops_access::allowed:
     return true;
   case ops_access::need_admin_key:
