@@ -401,8 +401,7 @@ void connection::refuse_param(errc code, const std::string& why,
               to_string(code));
   auto body = error_body(code, why);
   body["error"]["param"] = param;
-  write(make_response(static_cast<unsigned>(describe(code).http_status),
-                      json_text(body), keep_, version_));
+  write(error_response_from(code, body, keep_, version_));
 }
 
 // -- answers ------------------------------------------------------------------
@@ -705,9 +704,8 @@ void connection::start_call(const std::string& path) {
                                  ": " + std::to_string(per_minute) +
                                  " requests per minute");
       body["error"]["retry_after_s"] = std::ceil(secs);
-      auto res = make_response(429, json_text(body), keep_, version_);
-      set_retry_after(res, secs);
-      return write(std::move(res));
+      return write(
+          error_response_from(errc::rate_limited, body, keep_, version_, secs));
     }
   } else if (header != request_.end()) {
     opts.session = "anon/" + std::string{header->value()};
@@ -843,10 +841,7 @@ void connection::on_result(call_result r) {
   rec_.attempts = static_cast<uint32_t>(r.attempts.size());
   for (auto& a : r.attempts)
     rec_.upstream += a.elapsed;
-  if (!r.ok())
-    rec_.error = std::string{to_string(r.status)};
-  if (!r.reason.empty() && !r.ok())
-    rec_.error += "/" + r.reason;
+  rec_.error = access_error(r);
   if (closed_ || r.status == call_status::cancelled) {
     log_access(client_closed_status);
     return close();
