@@ -56,6 +56,32 @@ TEST_CASE("the default config is valid and complete") {
   CHECK_FALSE(cfg.runtime.redis.has_value()); // progress kept in process
 }
 
+TEST_CASE("the default config's call kinds are the library's default kinds") {
+  // One source of truth: the node on its default config and a library user
+  // who names no kinds run the same policies (chat's timeout was 120 s in
+  // the default config, 300 s in runtime_config::default_kinds).
+  auto cfg = parse_config(default_config_text());
+  auto want = runtime_config::default_kinds();
+  REQUIRE(cfg.runtime.kinds.size() == want.size());
+  for (const auto& [name, w] : want) {
+    INFO(name);
+    REQUIRE(cfg.runtime.kinds.count(name) == 1);
+    const auto& got = cfg.runtime.kinds.at(name);
+    CHECK(got.max_attempts == w.max_attempts);
+    CHECK(got.stall_window == w.stall_window);
+    CHECK(got.attempt_timeout == w.attempt_timeout);
+    CHECK(got.ttft_timeout == w.ttft_timeout);
+    CHECK(got.backoff.base == w.backoff.base);
+    CHECK(got.backoff.cap == w.backoff.cap);
+    CHECK(got.backoff.jitter == w.backoff.jitter);
+    CHECK(got.poll_interval == w.poll_interval);
+    CHECK(got.rate_limit_spends_retry == w.rate_limit_spends_retry);
+    CHECK(got.max_retry_after == w.max_retry_after);
+  }
+  CHECK(cfg.runtime.kinds.at("chat").attempt_timeout == 300s);
+  CHECK(cfg.runtime.kinds.at("embeddings").attempt_timeout == 60s);
+}
+
 TEST_CASE("a redis backend is read with its address, secret and timeouts") {
   setenv("SLUICE_TEST_REDIS_PASSWORD", "hunter2", 1);
   auto cfg = parse_config(std::string{minimal} + R"toml(
