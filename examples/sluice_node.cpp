@@ -108,8 +108,7 @@ int check_config(const std::string& path) {
 
 // HOST:PORT for printing (IPv6 in brackets).
 std::string printable(const std::string& host, uint16_t port) {
-  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return h + ":" + std::to_string(port);
+  return sluice::to_string(sluice::host_port{host, port});
 }
 
 } // namespace

@@ -364,14 +364,12 @@ void read_backend(table_reader& r, runtime_config& rc) {
   if (auto address = r.string("address")) {
     host_port hp;
     try {
-      hp = parse_host_port(*address, redis_default_port);
+      hp = parse_host_port(*address, {redis_default_port, 1});
     } catch (const std::invalid_argument& e) {
       r.fail("address", std::string{e.what()} +
                             " (HOST[:PORT] or [V6][:PORT], e.g. "
                             "\"127.0.0.1:6379\")");
     }
-    if (hp.port == 0)
-      r.fail("address", "the port must be in [1, 65535]");
     c.host = std::move(hp.host);
     c.port = hp.port;
   }
