@@ -60,10 +60,10 @@ struct admission_attempt : admission_progress {
   /// connection, global.
   std::array<tier_handle, max_admission_steps> steps;
   size_t step_count = 0;
-  time_point deadline;
   admission_callback done;
 
-  void plan(const admission_path& path) {
+  void plan(const admission_path& path, time_point deadline) {
+    ticket_.set_deadline(deadline);
     steps[step_count++] = path.session;
     if (path.group)
       steps[step_count++] = *path.group;
@@ -113,7 +113,7 @@ void acquire_from(caf::event_based_actor* self,
   // deadline passes. The owner always answers by the deadline.
   const auto& tier = attempt->steps[step];
   attempt->queued_at(tier.kind);
-  self->request(tier.owner, caf::infinite, acquire_atom_v, attempt->deadline)
+  self->request(tier.owner, caf::infinite, acquire_atom_v, attempt->deadline())
       .then(
           [self, attempt, step](permit_id id) {
             attempt->took(step, id);
@@ -131,8 +131,7 @@ std::shared_ptr<const admission_progress> admit(caf::event_based_actor* self,
                                                 duration wait_timeout,
                                                 admission_callback done) {
   auto attempt = std::make_shared<admission_attempt>();
-  attempt->plan(path);
-  attempt->deadline = self->clock().now() + wait_timeout;
+  attempt->plan(path, self->clock().now() + wait_timeout);
   attempt->done = std::move(done);
   acquire_from(self, attempt, 0);
   return attempt;

@@ -48,6 +48,15 @@ public:
   /// Number of permits held (0 to 4).
   size_t held() const noexcept;
 
+  /// The one admission deadline its permits were taken under (`admit`
+  /// computes it once). A tier asked later for the same call -- the
+  /// cluster's global tier -- waits until this instant, not a deadline of
+  /// its own.
+  time_point deadline() const noexcept { return deadline_; }
+
+  /// Sets the deadline (used by `admit`).
+  void set_deadline(time_point t) noexcept { deadline_ = t; }
+
   /// Records permit `id` of `tier`, taken at step `step` of the path's
   /// acquisition order (used by `admit`).
   void add(size_t step, const tier_handle& tier, permit_id id);
@@ -60,6 +69,7 @@ private:
 
   /// By acquisition step.
   std::array<std::optional<held_permit>, max_admission_steps> permits_;
+  time_point deadline_{};
 };
 
 /// How far one admission has got: which permits it took so far and which
@@ -75,6 +85,9 @@ public:
   /// Whether the outcome was delivered.
   bool finished() const noexcept { return finished_; }
 
+  /// The admission's one deadline: `now + wait_timeout` at `admit`.
+  time_point deadline() const noexcept { return ticket_.deadline(); }
+
 protected:
   admission_ticket ticket_;
   std::optional<tier_kind> waiting_on_;
@@ -87,8 +100,10 @@ protected:
 using admission_callback = std::function<void(caf::expected<admission_ticket>)>;
 
 /// Admits the call run by `self` through `path`: session, then its group (if
-/// any), then connection, then global, all under one deadline `now + wait_timeout`. The longest wait
-/// is one `wait_timeout`, however the waiting is spread over the tiers.
+/// any), then connection, then global, all under one deadline `now +
+/// wait_timeout`, read from the clock here and nowhere else (the ticket
+/// hands it on: `admission_ticket::deadline`). The longest wait is one
+/// `wait_timeout`, however the waiting is spread over the tiers.
 ///
 /// A tier with a free permit and nobody queued is taken without a message;
 /// otherwise `self` joins that tier's FIFO queue. `done` runs in `self`'s

@@ -112,8 +112,6 @@ struct governor_state {
   uint64_t attempt_seq = 0;
   /// A chunk went to the caller: no retry or failover from here on.
   bool committed = false;
-  /// The admission deadline (one for every tier, the cluster's included).
-  time_point admission_deadline{};
   /// The cluster lease this call holds, if any.
   std::string lease;
 
@@ -176,13 +174,14 @@ void sleep_for(governor_actor* self, duration d, after_sleep then) {
   self->delayed_send(self, d, resume_atom_v, ++st.timer_seq);
 }
 
-// Runs `then` unless the call has stalled: its own unproductive time and the
-// scope's time without progress both past the window. The backend is asked
-// only when the local account is over; a backend fault fails closed.
+// Runs `then` unless the call has stalled (`policy::stall_verdict`). The
+// backend is asked only when the verdict's local half holds; a backend
+// fault fails closed.
 void check_stall(governor_actor* self, std::function<void()> then) {
   auto& st = self->state;
   auto window = st.policy().stall_window;
-  if (!(st.clock->stalled(self->clock().now()) > window)) {
+  if (!policy::local_stall_exceeded(st.clock->stalled(self->clock().now()),
+                                    window)) {
     then();
     return;
   }
@@ -276,10 +275,10 @@ void on_outcome(governor_actor* self, source_reply reply) {
   auto now = self->clock().now();
   const auto& pol = st.policy();
   const auto& src = st.route().sources[cur.source];
-  // 429 that does not spend the retry budget goes back to the stall account.
-  bool refund =
-      reply.kind == outcome_kind::rate_limited && !pol.rate_limit_spends_retry;
-  st.clock->end_attempt(now, refund);
+  // An attempt that does not spend the retry budget (a 429 of a kind whose
+  // 429s are load) goes back to the stall account.
+  bool spends = policy::spends_retry(pol, reply.kind);
+  st.clock->end_attempt(now, !spends);
   auto in_flight = src.tier->load().in_use;
   release_source_permit(self, cur.source, cur.permit);
   // The gate adjusts the AIMD limit, then wakes governors waiting for a
@@ -343,8 +342,6 @@ void on_outcome(governor_actor* self, source_reply reply) {
   case outcome_kind::timeout:
     break;
   }
-  bool spends =
-      reply.kind != outcome_kind::rate_limited || pol.rate_limit_spends_retry;
   if (spends)
     ++st.fails;
   st.last_failed = cur.source;
@@ -558,13 +555,14 @@ void next_round(governor_actor* self) {
 }
 
 // The global tier across nodes, after the local tiers and under the same
-// deadline. Redis failing, or the cluster tier not answering within the
-// deadline plus the backend timeout, fails the call closed.
+// deadline: the one `admit` computed, handed on by the ticket. Redis
+// failing, or the cluster tier not answering within the deadline plus the
+// backend timeout, fails the call closed.
 void admit_cluster(governor_actor* self) {
   auto& st = self->state;
-  auto limit =
-      st.admission_deadline - self->clock().now() + st.route().backend_timeout;
-  self->request(st.cfg.cluster, limit, acquire_atom_v, st.admission_deadline)
+  auto deadline = st.ticket.deadline();
+  auto limit = deadline - self->clock().now() + st.route().backend_timeout;
+  self->request(st.cfg.cluster, limit, acquire_atom_v, deadline)
       .then(
           [self](std::string& lease) {
             self->state.lease = std::move(lease);
@@ -617,7 +615,6 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         st.caller = caf::actor_cast<caf::actor>(self->current_sender());
         st.promise = self->make_response_promise<call_result>();
         st.clock.emplace(self->clock().now());
-        st.admission_deadline = self->clock().now() + st.cfg.wait_timeout;
         admit(self, st.cfg.admission, st.cfg.wait_timeout,
               [self](caf::expected<admission_ticket> t) {
                 auto& st = self->state;

@@ -26,6 +26,7 @@
 #include "actors/upstream_connection.hpp"
 #include "actors/upstream_response.hpp"
 #include "actors/log.hpp"
+#include "runtime/policy/host_port.hpp"
 #include "runtime/policy/http_outcome.hpp"
 
 namespace sluice {
@@ -41,10 +42,10 @@ struct parsed_url {
   std::string host; // without brackets
   std::string port;
   std::string prefix;
-  bool ipv6 = false;
   bool https = false;
 };
 
+// A character of a TLS server name that is not an IP address.
 bool is_host_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
          c == '_';
@@ -69,63 +70,17 @@ std::optional<parsed_url> parse_url(const std::string& url, std::string& why) {
           "headers";
     return std::nullopt;
   }
-  std::string port_text;
-  bool has_port = false;
-  if (!authority.empty() && authority[0] == '[') {
-    auto close = authority.find(']');
-    if (close == std::string::npos) {
-      why = "an IPv6 address needs its closing ']'";
-      return std::nullopt;
-    }
-    u.host = authority.substr(1, close - 1);
-    u.ipv6 = true;
-    beast::error_code ec;
-    net::ip::make_address_v6(u.host, ec);
-    if (ec) {
-      why = "'" + u.host + "' in brackets is not an IPv6 address";
-      return std::nullopt;
-    }
-    auto after = authority.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') {
-        why = "only ':PORT' may follow an IPv6 address";
-        return std::nullopt;
-      }
-      has_port = true;
-      port_text = after.substr(1);
-    }
-  } else {
-    auto colon = authority.find(':');
-    u.host = authority.substr(0, colon);
-    if (colon != std::string::npos) {
-      has_port = true;
-      port_text = authority.substr(colon + 1);
-    }
-    if (port_text.find(':') != std::string::npos) {
-      why = "an IPv6 address must be in brackets: http://[ADDRESS]:PORT";
-      return std::nullopt;
-    }
-    for (char c : u.host)
-      if (!is_host_char(c)) {
-        why = "the host may hold letters, digits, '-', '.' and '_' only";
-        return std::nullopt;
-      }
-  }
-  if (u.host.empty()) {
-    why = "missing host: must be http://HOST[:PORT][/PATH]";
+  // The authority is HOST[:PORT] or [V6][:PORT]: the config's one parser
+  // (runtime/policy/host_port), with the scheme's port as the default and
+  // port 0 refused (nothing to connect to).
+  try {
+    auto hp = parse_host_port(authority, {uint16_t(u.https ? 443 : 80), 1});
+    u.host = std::move(hp.host);
+    u.port = std::to_string(hp.port);
+  } catch (const std::invalid_argument& e) {
+    why = std::string{e.what()} + " (http[s]://HOST[:PORT][/PATH], an IPv6 "
+                                  "HOST in brackets)";
     return std::nullopt;
-  }
-  if (has_port) {
-    bool digits = !port_text.empty() && port_text.size() <= 5;
-    for (char c : port_text)
-      digits = digits && c >= '0' && c <= '9';
-    if (!digits || std::stoul(port_text) < 1 || std::stoul(port_text) > 65535) {
-      why = "port must be a number in 1..65535, got '" + port_text + "'";
-      return std::nullopt;
-    }
-    u.port = std::to_string(std::stoul(port_text)); // no leading zeros
-  } else {
-    u.port = u.https ? "443" : "80";
   }
   for (char c : u.prefix)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '?' ||
@@ -362,7 +317,7 @@ public:
     std::string why;
     url_ = *parse_url(cfg.base_url, why); // validated at spawn
     where_ = log_label(cfg);
-    host_header_ = url_.ipv6 ? "[" + url_.host + "]" : url_.host;
+    host_header_ = bracketed(url_.host);
     if (url_.port != (url_.https ? "443" : "80"))
       host_header_ += ":" + url_.port;
     if (url_.https) {

@@ -19,7 +19,7 @@
 #include <fmt/core.h>
 
 #include "messages/errors.hpp"
-#include "runtime/config/host_port.hpp"
+#include "runtime/policy/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "runtime/config_file.hpp"
 #include "runtime/http_front.hpp"
@@ -108,8 +108,7 @@ int check_config(const std::string& path) {
 
 // HOST:PORT for printing (IPv6 in brackets).
 std::string printable(const std::string& host, uint16_t port) {
-  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return h + ":" + std::to_string(port);
+  return sluice::to_string(sluice::host_port{host, port});
 }
 
 } // namespace

@@ -9,10 +9,11 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include "actors/sim_answers.hpp"
-#include "runtime/config/host_port.hpp"
+#include "runtime/policy/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "runtime/policy/backoff.hpp"
 #include "runtime/policy/model_match.hpp"
@@ -363,14 +364,12 @@ void read_backend(table_reader& r, runtime_config& rc) {
   if (auto address = r.string("address")) {
     host_port hp;
     try {
-      hp = parse_host_port(*address, redis_default_port);
+      hp = parse_host_port(*address, {redis_default_port, 1});
     } catch (const std::invalid_argument& e) {
       r.fail("address", std::string{e.what()} +
                             " (HOST[:PORT] or [V6][:PORT], e.g. "
                             "\"127.0.0.1:6379\")");
     }
-    if (hp.port == 0)
-      r.fail("address", "the port must be in [1, 65535]");
     c.host = std::move(hp.host);
     c.port = hp.port;
   }
@@ -471,12 +470,8 @@ policy::outcome_class read_class(table_reader& r, std::string_view key,
   auto s = r.string(key);
   if (!s)
     return dflt;
-  if (*s == "success")
-    return policy::outcome_class::success;
-  if (*s == "failure")
-    return policy::outcome_class::failure;
-  if (*s == "ignored")
-    return policy::outcome_class::ignored;
+  if (auto c = policy::parse_outcome_class(*s))
+    return *c;
   r.fail(key, "must be \"success\", \"failure\" or \"ignored\"");
 }
 
@@ -901,8 +896,10 @@ void install(runtime& rt, const file_config& cfg) {
     rt.add_route(r.route);
 }
 
-std::string_view default_config_text() {
-  return R"toml(# sluice-node default configuration: two simulated upstreams behind the
+namespace {
+
+constexpr std::string_view default_config_head =
+    R"toml(# sluice-node default configuration: two simulated upstreams behind the
 # OpenAI-compatible routes, so the node works on a fresh machine with no
 # upstream at all. Print it with --print-default-config, edit, run with
 # --config FILE. Durations end in _s (seconds) or _ms (milliseconds).
@@ -951,28 +948,43 @@ progress_ttl_s = 3600         # a marker's lifetime (far over any stall window)
 # lease_ttl_s = 10            # a dead node's permits come back within this
 # share_breakers = true       # a breaker opening on one node opens on all
 
-[kinds.chat]                  # 429 does not spend the retry budget
-max_attempts = 3
-stall_window_s = 300
-timeout_s = 120
-backoff_base_s = 1
-backoff_cap_s = 30
-backoff_jitter = 0.5
-poll_interval_s = 1
-rate_limit_spends_retry = false
-max_retry_after_s = 60        # a longer upstream Retry-After ends the call
+)toml";
 
-[kinds.embeddings]            # every failure spends the retry budget
-max_attempts = 3
-stall_window_s = 60
-timeout_s = 30
-backoff_base_s = 0.5
-backoff_cap_s = 10
-poll_interval_s = 1
-rate_limit_spends_retry = true
-max_retry_after_s = 60
+// The kinds' part of the default config, printed from
+// `runtime_config::default_kinds()`: a node run on the default config and
+// a library user who names no kinds get the same policies (they differed:
+// chat's timeout was 120 s here, 300 s there).
+std::string default_kinds_text() {
+  auto secs = [](duration d) {
+    return fmt::format("{}", std::chrono::duration<double>(d).count());
+  };
+  std::string out =
+      "# Call kinds: the library's defaults (runtime_config::default_kinds),\n"
+      "# printed from them. A [kinds.NAME] table overrides the keys it "
+      "names.\n";
+  for (const auto& [name, p] : runtime_config::default_kinds()) {
+    out += fmt::format("[kinds.{}]\n", name);
+    out += fmt::format("max_attempts = {}\n", p.max_attempts);
+    out += fmt::format("stall_window_s = {}\n", secs(p.stall_window));
+    out += fmt::format("timeout_s = {}\n", secs(p.attempt_timeout));
+    if (p.ttft_timeout)
+      out += fmt::format("ttft_timeout_s = {}\n", secs(*p.ttft_timeout));
+    out += fmt::format("backoff_base_s = {}\n", secs(p.backoff.base));
+    out += fmt::format("backoff_cap_s = {}\n", secs(p.backoff.cap));
+    out += fmt::format("backoff_jitter = {}\n", p.backoff.jitter);
+    out += fmt::format("poll_interval_s = {}\n", secs(p.poll_interval));
+    out += fmt::format("rate_limit_spends_retry = {}{}\n",
+                       p.rate_limit_spends_retry,
+                       p.rate_limit_spends_retry
+                           ? "   # every failure spends the retry budget"
+                           : "  # a 429 does not spend the retry budget");
+    out += fmt::format("max_retry_after_s = {}\n\n", secs(p.max_retry_after));
+  }
+  return out;
+}
 
-# Simulated upstreams answer in OpenAI's shapes (chat completions, chunk
+constexpr std::string_view default_config_tail =
+    R"toml(# Simulated upstreams answer in OpenAI's shapes (chat completions, chunk
 # streams, embeddings of `embedding_dimensions` floats), so official clients
 # work against this config as is.
 [sources.sim-primary]
@@ -1014,6 +1026,15 @@ sources = ["sim-backup", "sim-primary"]
   [routes."/v1/embeddings".models]
   "sim-embedding" = ["sim-backup", "sim-primary"]
 )toml";
+
+} // namespace
+
+std::string_view default_config_text() {
+  // Built once; the text lives as long as the process.
+  static const std::string text = std::string{default_config_head} +
+                                  default_kinds_text() +
+                                  std::string{default_config_tail};
+  return text;
 }
 
 } // namespace sluice

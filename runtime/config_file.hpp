@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "actors/http_source.hpp"
-#include "runtime/config/host_port.hpp"
+#include "runtime/policy/host_port.hpp"
 #include "runtime/config/secret.hpp"
 #include "runtime/runtime.hpp"
 

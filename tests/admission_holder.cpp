@@ -35,6 +35,7 @@ caf::behavior holder_actor(caf::stateful_actor<holder_state>* self,
                                    report->decided_at = self->clock().now();
                                    if (r) {
                                      report->admitted = true;
+                                     report->deadline = r->deadline();
                                      self->state.ticket = std::move(*r);
                                    } else {
                                      report->error = std::move(r.error());

@@ -27,6 +27,8 @@ struct holder_report {
   bool admitted = false;
   caf::error error;
   time_point decided_at{};
+  /// The deadline the admitted ticket carries.
+  time_point deadline{};
   /// Tiers the holder's ticket holds a permit of, once decided.
   std::array<bool, tier_count> holds{};
   /// The admission in progress (until decided).

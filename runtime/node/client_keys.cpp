@@ -119,18 +119,14 @@ bool client_keys::is_admin(std::string_view token) const {
   return admin_ && same_digest(*admin_, sha256(token));
 }
 
-ops_access decide_ops_access(bool on_admin_listener, bool admin_key_configured,
-                             bool admin_key_presented,
-                             bool admin_listener_configured,
-                             bool main_listener_loopback,
-                             bool client_keys_configured) noexcept {
-  if (on_admin_listener)
+ops_access decide_ops_access(const ops_request& r) noexcept {
+  if (r.on_admin_listener)
     return ops_access::allowed;
-  if (admin_key_configured)
-    return admin_key_presented ? ops_access::allowed
-                               : ops_access::need_admin_key;
-  if (admin_listener_configured || !main_listener_loopback ||
-      client_keys_configured)
+  if (r.admin_key_configured)
+    return r.admin_key_presented ? ops_access::allowed
+                                 : ops_access::need_admin_key;
+  if (r.admin_listener_configured || !r.main_listener_loopback ||
+      r.client_keys_configured)
     return ops_access::not_here;
   return ops_access::allowed;
 }

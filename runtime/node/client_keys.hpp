@@ -116,16 +116,29 @@ enum class ops_access {
   not_here,
 };
 
+/// What the operations rule looks at, named (six positional bools were
+/// one transposition away from opening /admin/).
+struct ops_request {
+  /// The request came in on node.admin_listen.
+  bool on_admin_listener = false;
+  /// auth.admin_key is set.
+  bool admin_key_configured = false;
+  /// The request presented the admin key.
+  bool admin_key_presented = false;
+  /// node.admin_listen is set.
+  bool admin_listener_configured = false;
+  /// node.listen is a loopback address.
+  bool main_listener_loopback = false;
+  /// auth.keys holds client keys.
+  bool client_keys_configured = false;
+};
+
 /// The rule, in one place: the admin listener serves operations to anyone
 /// who reaches it; on the main listener the admin key, when configured, is
 /// required; without one, operations are served there only if it listens
 /// on loopback, no admin listener is configured and no client keys are
 /// (with client keys, the main listener is meant for clients: a reverse
 /// proxy on the same host would otherwise open /admin/ to them).
-ops_access decide_ops_access(bool on_admin_listener, bool admin_key_configured,
-                             bool admin_key_presented,
-                             bool admin_listener_configured,
-                             bool main_listener_loopback,
-                             bool client_keys_configured) noexcept;
+ops_access decide_ops_access(const ops_request& r) noexcept;
 
 } // namespace sluice::node

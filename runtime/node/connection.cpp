@@ -401,8 +401,7 @@ void connection::refuse_param(errc code, const std::string& why,
               to_string(code));
   auto body = error_body(code, why);
   body["error"]["param"] = param;
-  write(make_response(static_cast<unsigned>(describe(code).http_status),
-                      json_text(body), keep_, version_));
+  write(error_response_from(code, body, keep_, version_));
 }
 
 // -- answers ------------------------------------------------------------------
@@ -522,9 +521,14 @@ bool connection::ops_allowed(const std::string& path,
   auto presented = read_presented_key(headers);
   bool admin_key = presented.what == presented_key::kind::token &&
                    front_.keys.is_admin(presented.token);
-  switch (decide_ops_access(admin_, front_.keys.has_admin_key(), admin_key,
-                            front_.settings.admin_listen.has_value(),
-                            front_.main_loopback, front_.keys.required())) {
+  ops_request ops;
+  ops.on_admin_listener = admin_;
+  ops.admin_key_configured = front_.keys.has_admin_key();
+  ops.admin_key_presented = admin_key;
+  ops.admin_listener_configured = front_.settings.admin_listen.has_value();
+  ops.main_listener_loopback = front_.main_loopback;
+  ops.client_keys_configured = front_.keys.required();
+  switch (decide_ops_access(ops)) {
   case ops_access::allowed:
     return true;
   case ops_access::need_admin_key:
@@ -700,9 +704,8 @@ void connection::start_call(const std::string& path) {
                                  ": " + std::to_string(per_minute) +
                                  " requests per minute");
       body["error"]["retry_after_s"] = std::ceil(secs);
-      auto res = make_response(429, json_text(body), keep_, version_);
-      set_retry_after(res, secs);
-      return write(std::move(res));
+      return write(
+          error_response_from(errc::rate_limited, body, keep_, version_, secs));
     }
   } else if (header != request_.end()) {
     opts.session = "anon/" + std::string{header->value()};
@@ -838,10 +841,7 @@ void connection::on_result(call_result r) {
   rec_.attempts = static_cast<uint32_t>(r.attempts.size());
   for (auto& a : r.attempts)
     rec_.upstream += a.elapsed;
-  if (!r.ok())
-    rec_.error = std::string{to_string(r.status)};
-  if (!r.reason.empty() && !r.ok())
-    rec_.error += "/" + r.reason;
+  rec_.error = access_error(r);
   if (closed_ || r.status == call_status::cancelled) {
     log_access(client_closed_status);
     return close();

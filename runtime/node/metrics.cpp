@@ -59,58 +59,72 @@ void node_metrics::histogram::add(const std::array<double, 15>& bounds,
   sum += secs;
 }
 
-void node_metrics::render_histogram(std::string& out, const std::string& name,
-                                    const std::string& labels,
-                                    const std::array<double, 15>& bounds,
-                                    const histogram& h) {
-  auto sep = labels.empty() ? "" : ",";
-  for (size_t i = 0; i < bounds.size(); ++i)
-    out += fmt::format("{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep,
-                       bounds[i], h.buckets[i]);
-  out += fmt::format("{}_bucket{{{}{}le=\"+Inf\"}} {}\n", name, labels, sep,
-                     h.count);
-  auto braces = labels.empty() ? std::string{} : "{" + labels + "}";
-  out += fmt::format("{}_sum{} {}\n", name, braces, h.sum);
-  out += fmt::format("{}_count{} {}\n", name, braces, h.count);
+void prom_text::family(std::string_view name, std::string_view type,
+                       std::string_view help) {
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
-std::string node_metrics::render(const std::string& extra) const {
+namespace {
+
+// `{a="x",b="y"` without the closing brace (a bucket adds its `le`).
+void open_labels(std::string& out, prom_text::labels ls) {
+  out += '{';
+  auto sep = "";
+  for (auto& [k, v] : ls) {
+    out += fmt::format("{}{}=\"{}\"", sep, k, prom_label(v));
+    sep = ",";
+  }
+}
+
+} // namespace
+
+void prom_text::sample_text(std::string_view name, labels ls,
+                            std::string_view value) {
+  out_ += name;
+  if (ls.size() > 0) {
+    open_labels(out_, ls);
+    out_ += '}';
+  }
+  out_ += fmt::format(" {}\n", value);
+}
+
+void prom_text::bucket(std::string_view name, labels ls, std::string_view le,
+                       uint64_t n) {
+  out_ += fmt::format("{}_bucket", name);
+  open_labels(out_, ls);
+  out_ += fmt::format("{}le=\"{}\"}} {}\n", ls.size() > 0 ? "," : "", le, n);
+}
+
+void node_metrics::write(prom_text& out) const {
   std::lock_guard<std::mutex> guard{mx_};
-  std::string out;
-  auto line = [&](auto&&... xs) { out += fmt::format(xs...); };
-  line("# HELP sluice_calls_total Calls finished, by route and outcome.\n");
-  line("# TYPE sluice_calls_total counter\n");
+  out.family("sluice_calls_total", "counter",
+             "Calls finished, by route and outcome.");
   for (auto& [k, n] : calls_)
-    line("sluice_calls_total{{route=\"{}\",outcome=\"{}\"}} {}\n",
-         prom_label(k.first), prom_label(k.second), n);
-  line("# HELP sluice_admission_rejections_total tool_busy rejections, by "
-       "the tier waited on.\n");
-  line("# TYPE sluice_admission_rejections_total counter\n");
+    out.sample("sluice_calls_total",
+               {{"route", k.first}, {"outcome", k.second}}, n);
+  out.family("sluice_admission_rejections_total", "counter",
+             "tool_busy rejections, by the tier waited on.");
   for (auto& [tier, n] : rejections_by_tier_)
-    line("sluice_admission_rejections_total{{tier=\"{}\"}} {}\n",
-         prom_label(tier), n);
-  line("# HELP sluice_verdicts_total all_sources_exhausted verdicts, by "
-       "reason.\n");
-  line("# TYPE sluice_verdicts_total counter\n");
+    out.sample("sluice_admission_rejections_total", {{"tier", tier}}, n);
+  out.family("sluice_verdicts_total", "counter",
+             "all_sources_exhausted verdicts, by reason.");
   for (auto& [reason, n] : verdicts_)
-    line("sluice_verdicts_total{{reason=\"{}\"}} {}\n", prom_label(reason), n);
-  line("# HELP sluice_attempts_total Attempts, by source and outcome.\n");
-  line("# TYPE sluice_attempts_total counter\n");
+    out.sample("sluice_verdicts_total", {{"reason", reason}}, n);
+  out.family("sluice_attempts_total", "counter",
+             "Attempts, by source and outcome.");
   for (auto& [k, n] : attempts_)
-    line("sluice_attempts_total{{source=\"{}\",outcome=\"{}\"}} {}\n",
-         prom_label(k.first), prom_label(k.second), n);
-  line("# HELP sluice_call_duration_seconds Call latency, by route.\n");
-  line("# TYPE sluice_call_duration_seconds histogram\n");
+    out.sample("sluice_attempts_total",
+               {{"source", k.first}, {"outcome", k.second}}, n);
+  out.family("sluice_call_duration_seconds", "histogram",
+             "Call latency, by route.");
   for (auto& [name, h] : latency_)
-    render_histogram(out, "sluice_call_duration_seconds",
-                     "route=\"" + prom_label(name) + "\"", latency_buckets, h);
-  line("# HELP sluice_gateway_overhead_seconds A call's time minus its "
-       "attempts' time at upstreams (calls that made attempts).\n");
-  line("# TYPE sluice_gateway_overhead_seconds histogram\n");
-  render_histogram(out, "sluice_gateway_overhead_seconds", "",
-                   overhead_buckets, overhead_);
-  out += extra;
-  return out;
+    out.histogram("sluice_call_duration_seconds", {{"route", name}},
+                  latency_buckets, h.buckets, h.count, h.sum);
+  out.family("sluice_gateway_overhead_seconds", "histogram",
+             "A call's time minus its attempts' time at upstreams (calls "
+             "that made attempts).");
+  out.histogram("sluice_gateway_overhead_seconds", {}, overhead_buckets,
+                overhead_.buckets, overhead_.count, overhead_.sum);
 }
 
 } // namespace sluice

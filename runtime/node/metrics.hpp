@@ -8,8 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "messages/call.hpp"
+#include <initializer_list>
 #include <string_view>
+
+#include <fmt/format.h>
+
+#include "messages/call.hpp"
 
 namespace sluice {
 
@@ -17,6 +21,61 @@ namespace sluice {
 /// escaped as the text exposition format requires (a source named `a"b` is
 /// a valid TOML key).
 std::string prom_label(std::string_view value);
+
+/// The one writer of Prometheus' text exposition format (0.0.4) in the
+/// node: `GET /metrics` is the node's counters, the front's gauges and the
+/// process's gauges, all written through one of these, so the format's
+/// rules (HELP and TYPE before a family's samples, label escaping, a
+/// histogram's `_bucket` / `_sum` / `_count`) live here only.
+class prom_text {
+public:
+  /// One label: its name and its value (escaped when written).
+  using label = std::pair<std::string_view, std::string_view>;
+  using labels = std::initializer_list<label>;
+
+  /// Starts the family `name`: its `# HELP` and `# TYPE` lines. `type` is
+  /// "counter", "gauge" or "histogram".
+  void family(std::string_view name, std::string_view type,
+              std::string_view help);
+
+  /// A sample `name{labels} value`, the value as `fmt` writes it.
+  template <class T>
+  void sample(std::string_view name, labels ls, const T& value) {
+    sample_text(name, ls, fmt::format("{}", value));
+  }
+
+  /// A sample whose value is already text (e.g. a fixed precision).
+  void sample_text(std::string_view name, labels ls, std::string_view value);
+
+  /// A histogram's samples: cumulative `_bucket` lines for `bounds` and
+  /// `+Inf`, then `_sum` and `_count`.
+  template <size_t N>
+  void histogram(std::string_view name, labels ls,
+                 const std::array<double, N>& bounds,
+                 const std::array<uint64_t, N>& buckets, uint64_t count,
+                 double sum) {
+    for (size_t i = 0; i < N; ++i)
+      bucket(name, ls, fmt::format("{}", bounds[i]), buckets[i]);
+    bucket(name, ls, "+Inf", count);
+    sample(std::string{name} + "_sum", ls, sum);
+    sample(std::string{name} + "_count", ls, count);
+  }
+
+  /// Appends `text`, written by another `prom_text`.
+  void append(const std::string& text) { out_ += text; }
+
+  /// The text so far.
+  const std::string& text() const noexcept { return out_; }
+
+  /// Takes the text out.
+  std::string take() noexcept { return std::move(out_); }
+
+private:
+  void bucket(std::string_view name, labels ls, std::string_view le,
+              uint64_t n);
+
+  std::string out_;
+};
 
 /// Counters of a node, exposed as Prometheus text (`GET /metrics`). Recorded
 /// once per finished call; thread-safe.
@@ -37,9 +96,8 @@ public:
   /// attempts' time at upstreams (admission waits and backoff included).
   void record(const std::string& route, const call_result& r, duration elapsed);
 
-  /// Prometheus text exposition of the counters, plus `extra` lines
-  /// (gauges read elsewhere, e.g. breaker states).
-  std::string render(const std::string& extra = {}) const;
+  /// Writes the counters and histograms to `out`.
+  void write(prom_text& out) const;
 
 private:
   struct histogram {
@@ -49,11 +107,6 @@ private:
 
     void add(const std::array<double, 15>& bounds, double secs);
   };
-
-  static void render_histogram(std::string& out, const std::string& name,
-                               const std::string& labels,
-                               const std::array<double, 15>& bounds,
-                               const histogram& h);
 
   mutable std::mutex mx_;
   std::map<std::pair<std::string, std::string>, uint64_t> calls_;

@@ -10,6 +10,8 @@
 
 #include <fmt/core.h>
 
+#include "runtime/node/metrics.hpp"
+
 namespace sluice::node {
 
 namespace {
@@ -121,12 +123,12 @@ auto guarded(F read) noexcept -> decltype(read()) {
 }
 
 template <class T>
-void gauge(std::string& out, std::string_view name, std::string_view help,
+void gauge(prom_text& out, std::string_view name, std::string_view help,
            const std::optional<T>& value) {
   if (!value)
     return;
-  out += fmt::format("# HELP {0} {1}\n# TYPE {0} gauge\n{0} {2}\n", name, help,
-                     *value);
+  out.family(name, "gauge", help);
+  out.sample(name, {}, *value);
 }
 
 } // namespace
@@ -141,26 +143,35 @@ process_figures read_process_figures() noexcept {
   return f;
 }
 
-std::string process_metrics_text(const process_figures& f) noexcept {
+void write_process_metrics(prom_text& out, const process_figures& f) noexcept {
+  // Written aside first: a throw midway (out of memory) leaves `out` whole.
   try {
-    std::string out;
-    gauge(out, "process_resident_memory_bytes",
+    prom_text mine;
+    gauge(mine, "process_resident_memory_bytes",
           "Resident memory size in bytes.", f.resident_memory_bytes);
-    gauge(out, "process_open_fds", "Number of open file descriptors.",
+    gauge(mine, "process_open_fds", "Number of open file descriptors.",
           f.open_fds);
-    gauge(out, "process_max_fds",
+    gauge(mine, "process_max_fds",
           "Maximum number of open file descriptors (soft limit).", f.max_fds);
-    gauge(out, "process_threads", "Number of OS threads in the process.",
+    gauge(mine, "process_threads", "Number of OS threads in the process.",
           f.threads);
-    if (f.start_time_seconds)
-      gauge(out, "process_start_time_seconds",
-            "Start time of the process since the Unix epoch in seconds.",
-            std::optional<std::string>{
-                fmt::format("{:.2f}", *f.start_time_seconds)});
-    return out;
+    if (f.start_time_seconds) {
+      constexpr std::string_view name = "process_start_time_seconds";
+      mine.family(name, "gauge",
+                  "Start time of the process since the Unix epoch in "
+                  "seconds.");
+      mine.sample_text(name, {}, fmt::format("{:.2f}", *f.start_time_seconds));
+    }
+    out.append(mine.take());
   } catch (...) {
-    return {};
+    // nop: the process's figures are telemetry
   }
+}
+
+std::string process_metrics_text(const process_figures& f) noexcept {
+  prom_text out;
+  write_process_metrics(out, f);
+  return out.take();
 }
 
 std::string process_metrics_text() noexcept {

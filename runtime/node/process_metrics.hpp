@@ -9,6 +9,10 @@
 #include <optional>
 #include <string>
 
+namespace sluice {
+class prom_text;
+} // namespace sluice
+
 namespace sluice::node {
 
 /// What was read of the process; a figure that could not be read is unset.
@@ -29,9 +33,14 @@ struct process_figures {
 /// Reads the figures now; a read that fails leaves its figure unset.
 process_figures read_process_figures() noexcept;
 
-/// The set figures as Prometheus text, each with its `# HELP` and
-/// `# TYPE ... gauge` lines; unset ones are left out. Empty if nothing
-/// is set (or memory runs out).
+/// Writes the set figures to `out`, each a gauge with its `# HELP` and
+/// `# TYPE` lines; unset ones are left out. Never throws: out of memory,
+/// the text is left as it was.
+void write_process_metrics(prom_text& out,
+                           const process_figures& figures) noexcept;
+
+/// The set figures as Prometheus text (`write_process_metrics` on its own).
+/// Empty if nothing is set (or memory runs out).
 std::string process_metrics_text(const process_figures& figures) noexcept;
 
 /// `process_metrics_text(read_process_figures())`: for `GET /metrics`.

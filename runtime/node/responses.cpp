@@ -44,56 +44,82 @@ void set_retry_after(response& res, double seconds) {
   res.set(http::field::retry_after, std::to_string(static_cast<long>(s)));
 }
 
-response error_response(errc code, const std::string& message, bool keep_alive,
-                        unsigned version) {
+response error_response_from(errc code, const json& body, bool keep_alive,
+                             unsigned version,
+                             std::optional<double> retry_after_s) {
   auto status = static_cast<unsigned>(describe(code).http_status);
-  auto res = make_response(status, json_text(error_body(code, message)),
-                           keep_alive, version);
-  if (status == 503)
+  auto res = make_response(status, json_text(body), keep_alive, version);
+  if (retry_after_s)
+    set_retry_after(res, *retry_after_s);
+  else if (status == 503)
     set_retry_after(res, 1);
   return res;
 }
 
-namespace {
-
-response with_retry_after(json body, double retry_after_s, bool keep_alive,
-                          unsigned version) {
-  auto res = make_response(503, json_text(body), keep_alive, version);
-  set_retry_after(res, retry_after_s);
-  return res;
+response error_response(errc code, const std::string& message, bool keep_alive,
+                        unsigned version) {
+  return error_response_from(code, error_body(code, message), keep_alive,
+                             version);
 }
 
-} // namespace
+std::optional<errc> error_of(call_status s) noexcept {
+  switch (s) {
+  case call_status::ok:
+    return std::nullopt;
+  case call_status::tool_busy:
+    return errc::tool_busy;
+  case call_status::all_sources_exhausted:
+    return errc::all_sources_exhausted;
+  case call_status::upstream_error:
+    return errc::upstream_error;
+  case call_status::governance_backend_error:
+    return errc::governance_backend_error;
+  case call_status::cancelled:
+    break;
+  }
+  return errc::shutting_down;
+}
+
+std::string access_error(const call_result& r) {
+  if (r.status == call_status::cancelled)
+    return "cancelled";
+  auto code = error_of(r.status);
+  if (!code)
+    return {};
+  auto out = std::string{describe(*code).name};
+  if (!r.reason.empty())
+    out += "/" + r.reason;
+  return out;
+}
 
 response render(const call_result& r, bool keep_alive, unsigned version) {
-  switch (r.status) {
-  case call_status::ok:
-  case call_status::upstream_error: {
+  auto code = error_of(r.status);
+  if (!code || *code == errc::upstream_error) {
     // Passed through with the upstream's body and media type; an upstream
-    // error with its status too.
+    // error with its status too, if it has a plausible one.
     auto status = 200u;
-    if (r.status == call_status::upstream_error)
+    if (code)
       status = r.upstream_status >= 400 && r.upstream_status < 600
                    ? static_cast<unsigned>(r.upstream_status)
-                   : 502u;
+                   : static_cast<unsigned>(describe(*code).http_status);
     auto res = make_response(status, r.body, keep_alive, version);
     if (!r.content_type.empty())
       res.set(http::field::content_type, r.content_type);
     return res;
   }
+  switch (r.status) {
   case call_status::tool_busy: {
-    auto body = error_body(errc::tool_busy,
-                           "admission deadline passed while waiting for a "
-                           "permit");
+    auto body =
+        error_body(*code, "admission deadline passed while waiting for a "
+                          "permit");
     body["error"]["tier"] =
         r.busy_tier ? std::string{to_string(*r.busy_tier)} : "unknown";
     body["error"]["retry_after_s"] = r.retry_after_s;
-    return with_retry_after(std::move(body), r.retry_after_s, keep_alive,
-                            version);
+    return error_response_from(*code, body, keep_alive, version,
+                               r.retry_after_s);
   }
   case call_status::all_sources_exhausted: {
-    auto body = error_body(errc::all_sources_exhausted,
-                           "no source could complete the call");
+    auto body = error_body(*code, "no source could complete the call");
     body["error"]["reason"] = r.reason;
     body["error"]["retry_after_s"] = r.retry_after_s;
     json attempts = json::array();
@@ -104,20 +130,19 @@ response render(const call_result& r, bool keep_alive, unsigned version) {
            {"status", a.status},
            {"elapsed_s", std::chrono::duration<double>(a.elapsed).count()}});
     body["error"]["attempts"] = std::move(attempts);
-    return with_retry_after(std::move(body), r.retry_after_s, keep_alive,
-                            version);
+    return error_response_from(*code, body, keep_alive, version,
+                               r.retry_after_s);
   }
   case call_status::governance_backend_error:
-    return with_retry_after(
-        error_body(errc::governance_backend_error,
-                   "the governance backend is unavailable; the call was not "
-                   "let through"),
-        r.retry_after_s, keep_alive, version);
-  case call_status::cancelled:
+    return error_response_from(
+        *code,
+        error_body(*code, "the governance backend is unavailable; the call "
+                          "was not let through"),
+        keep_alive, version, r.retry_after_s);
+  default:
     break;
   }
-  return error_response(errc::shutting_down, "the call was cancelled", false,
-                        version);
+  return error_response(*code, "the call was cancelled", false, version);
 }
 
 std::string stream_error_frame(const call_result& r) {

@@ -5,6 +5,7 @@
 // writes goes through `json_text`, which replaces invalid UTF-8 (a client's
 // path or header bytes, an upstream's body) instead of throwing.
 
+#include <optional>
 #include <string>
 
 #include <boost/beast/http/message.hpp>
@@ -32,10 +33,30 @@ response make_response(unsigned status, std::string body, bool keep_alive,
 /// has one, e.g. "model_not_found"), `sluice_code` our number (-32016...).
 json error_body(errc code, const std::string& message);
 
-/// The error `code` as a response, with the status `describe(code)` gives
-/// and `Retry-After` on a 503.
+/// The error `code` as a response: the status `describe(code)` gives (the
+/// one errc -> HTTP table), `body` (an `error_body(code, ...)`, perhaps with
+/// fields added) and `Retry-After`: `retry_after_s` when given, else 1 s on
+/// a 503.
+response
+error_response_from(errc code, const json& body, bool keep_alive,
+                    unsigned version,
+                    std::optional<double> retry_after_s = std::nullopt);
+
+/// `error_response` with the plain `error_body(code, message)`.
 response error_response(errc code, const std::string& message, bool keep_alive,
                         unsigned version);
+
+/// The error a finished call is answered with: none for `ok`; the error of
+/// the same name for the others; `shutting_down` for `cancelled` (a
+/// cancelled call that is still answered was cut off by the node stopping).
+/// An upstream error answers with the upstream's status where it has one.
+std::optional<errc> error_of(call_status s) noexcept;
+
+/// The access log's `error` for the finished call `r`: the `code` of the
+/// error it is answered with (`error_of`), then `/REASON` if it has one;
+/// empty for `ok`; "cancelled" for a call cancelled because its client left
+/// (nobody is answered).
+std::string access_error(const call_result& r);
 
 /// Sets `Retry-After` to `seconds` rounded up, at least 1.
 void set_retry_after(response& res, double seconds);

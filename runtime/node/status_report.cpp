@@ -141,39 +141,35 @@ json status_json(front_state& front, json scopes) {
 }
 
 std::string metrics_text(front_state& front) {
-  std::string g;
-  g += "# HELP sluice_breaker_state Breaker state per source (0 closed, 1 "
-       "open, 2 half_open).\n# TYPE sluice_breaker_state gauge\n";
-  std::string gen = "# HELP sluice_breaker_generation Breaker generation "
-                    "(transitions + 1).\n# TYPE sluice_breaker_generation "
-                    "gauge\n";
-  std::string lim = "# HELP sluice_source_limit AIMD concurrency limit.\n# "
-                    "TYPE sluice_source_limit gauge\n";
-  for (auto& s : front.rt.sources()) {
-    auto b = s.breaker.mirror->load();
-    auto label = "{source=\"" + prom_label(s.name) + "\"} ";
-    g += "sluice_breaker_state" + label +
-         std::to_string(static_cast<int>(b.state)) + "\n";
-    gen += "sluice_breaker_generation" + label + std::to_string(b.generation) +
-           "\n";
-    lim += "sluice_source_limit" + label + std::to_string(s.tier->cap()) + "\n";
-  }
-  auto global = front.rt.tiers().global().status();
-  g += gen + lim;
-  g += "# HELP sluice_tier_in_use Permits in use.\n# TYPE sluice_tier_in_use "
-       "gauge\nsluice_tier_in_use{tier=\"global\"} " +
-       std::to_string(global.in_use) + "\n";
-  g += "# HELP sluice_calls_in_flight Calls in flight.\n# TYPE "
-       "sluice_calls_in_flight gauge\nsluice_calls_in_flight " +
-       std::to_string(front.in_flight.load()) + "\n";
-  g += "# HELP sluice_connections_open Client connections open.\n# TYPE "
-       "sluice_connections_open gauge\nsluice_connections_open " +
-       std::to_string(front.open_connections.load()) + "\n";
-  g += "# HELP sluice_stream_clients_dropped_total Stream clients dropped "
-       "(gone or too slow).\n# TYPE sluice_stream_clients_dropped_total "
-       "counter\nsluice_stream_clients_dropped_total " +
-       std::to_string(front.counters.clients_dropped.load()) + "\n";
-  return front.metrics.render(g + process_metrics_text());
+  prom_text out;
+  front.metrics.write(out);
+  const auto& sources = front.rt.sources();
+  out.family("sluice_breaker_state", "gauge",
+             "Breaker state per source (0 closed, 1 open, 2 half_open).");
+  for (auto& s : sources)
+    out.sample("sluice_breaker_state", {{"source", s.name}},
+               static_cast<int>(s.breaker.mirror->load().state));
+  out.family("sluice_breaker_generation", "gauge",
+             "Breaker generation (transitions + 1).");
+  for (auto& s : sources)
+    out.sample("sluice_breaker_generation", {{"source", s.name}},
+               s.breaker.mirror->load().generation);
+  out.family("sluice_source_limit", "gauge", "AIMD concurrency limit.");
+  for (auto& s : sources)
+    out.sample("sluice_source_limit", {{"source", s.name}}, s.tier->cap());
+  out.family("sluice_tier_in_use", "gauge", "Permits in use.");
+  out.sample("sluice_tier_in_use", {{"tier", "global"}},
+             front.rt.tiers().global().status().in_use);
+  out.family("sluice_calls_in_flight", "gauge", "Calls in flight.");
+  out.sample("sluice_calls_in_flight", {}, front.in_flight.load());
+  out.family("sluice_connections_open", "gauge", "Client connections open.");
+  out.sample("sluice_connections_open", {}, front.open_connections.load());
+  out.family("sluice_stream_clients_dropped_total", "counter",
+             "Stream clients dropped (gone or too slow).");
+  out.sample("sluice_stream_clients_dropped_total", {},
+             front.counters.clients_dropped.load());
+  write_process_metrics(out, read_process_figures());
+  return out.take();
 }
 
 std::string breaker_snapshot_frame(front_state& front) {

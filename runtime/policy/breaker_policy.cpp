@@ -7,22 +7,6 @@
 
 namespace sluice::policy {
 
-std::string_view to_string(outcome_kind x) noexcept {
-  switch (x) {
-  case outcome_kind::ok:
-    return "ok";
-  case outcome_kind::rate_limited:
-    return "rate_limited";
-  case outcome_kind::transient:
-    return "transient";
-  case outcome_kind::timeout:
-    return "timeout";
-  case outcome_kind::permanent:
-    return "permanent";
-  }
-  return "unknown";
-}
-
 std::string_view to_string(breaker_state x) noexcept {
   switch (x) {
   case breaker_state::closed:
@@ -33,6 +17,15 @@ std::string_view to_string(breaker_state x) noexcept {
     return "half_open";
   }
   return "unknown";
+}
+
+std::optional<breaker_state>
+parse_breaker_state(std::string_view name) noexcept {
+  for (auto x :
+       {breaker_state::closed, breaker_state::open, breaker_state::half_open})
+    if (to_string(x) == name)
+      return x;
+  return std::nullopt;
 }
 
 namespace {

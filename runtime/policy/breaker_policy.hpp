@@ -29,7 +29,13 @@ enum class breaker_state : uint8_t {
   half_open,
 };
 
+/// The state's name: "closed", "open" or "half_open" (/status, /events,
+/// metrics help, the breaker relay's messages between nodes).
 std::string_view to_string(breaker_state x) noexcept;
+
+/// Parses a state name as printed by `to_string`; nullopt for any other.
+std::optional<breaker_state>
+parse_breaker_state(std::string_view name) noexcept;
 
 /// Settings of one breaker. Defaults follow resilience4j where it is sane and
 /// are smaller where its defaults are known to hurt (a 60 s wait, 100 calls

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "runtime/policy/backoff.hpp"
+#include "runtime/policy/outcome.hpp"
 #include "runtime/policy/time.hpp"
 
 namespace sluice::policy {
@@ -47,6 +48,15 @@ struct call_policy {
 /// setting. Keeps the seed's conservative check `stall_window >=
 /// ttft_timeout` (redundant now that TTFT is productive time, but harmless).
 void validate(const call_policy& cfg);
+
+/// Whether an attempt that ended in `k` is charged to the retry budget
+/// (SPEC §3's table): its time is productive, and a failure counts toward
+/// `max_attempts`. Every outcome is, except a 429 of a kind whose 429s are
+/// load (`rate_limit_spends_retry` false): its time is refunded to the
+/// stall account and `fails` stays. The one place that decides it.
+constexpr bool spends_retry(const call_policy& cfg, outcome_kind k) noexcept {
+  return k != outcome_kind::rate_limited || cfg.rate_limit_spends_retry;
+}
 
 /// Whether the upstream's Retry-After `hint` is too long to sleep out for a
 /// call of policy `cfg` that has been stalled for `stalled` (SPEC §7):

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace sluice::policy {
@@ -18,7 +19,24 @@ enum class outcome_kind : uint8_t {
   permanent,
 };
 
-std::string_view to_string(outcome_kind x) noexcept;
+/// The kind's name, e.g. "rate_limited" (metrics labels, error bodies).
+/// Defined here, beside the enum, so that a new kind and its name change
+/// together.
+constexpr std::string_view to_string(outcome_kind x) noexcept {
+  switch (x) {
+  case outcome_kind::ok:
+    return "ok";
+  case outcome_kind::rate_limited:
+    return "rate_limited";
+  case outcome_kind::transient:
+    return "transient";
+  case outcome_kind::timeout:
+    return "timeout";
+  case outcome_kind::permanent:
+    return "permanent";
+  }
+  return "unknown";
+}
 
 /// How an outcome counts toward a breaker's window.
 enum class outcome_class : uint8_t {
@@ -27,6 +45,30 @@ enum class outcome_class : uint8_t {
   /// Neither: not recorded at all.
   ignored,
 };
+
+/// The class's name as the config writes it: "success", "failure",
+/// "ignored".
+constexpr std::string_view to_string(outcome_class x) noexcept {
+  switch (x) {
+  case outcome_class::success:
+    return "success";
+  case outcome_class::failure:
+    return "failure";
+  case outcome_class::ignored:
+    return "ignored";
+  }
+  return "unknown";
+}
+
+/// Parses a class name as printed by `to_string`; nullopt for any other.
+constexpr std::optional<outcome_class>
+parse_outcome_class(std::string_view name) noexcept {
+  for (auto c :
+       {outcome_class::success, outcome_class::failure, outcome_class::ignored})
+    if (to_string(c) == name)
+      return c;
+  return std::nullopt;
+}
 
 /// Per-source mapping of outcomes to classes. The defaults are SPEC §2's:
 /// transient errors and timeouts are failures; rate limiting is load

@@ -53,6 +53,15 @@ private:
   std::optional<time_point> attempt_started_;
 };
 
+/// The first half of the stall verdict: the call's own unproductive time
+/// exceeds the window. Only then is the scope's progress worth asking for
+/// (a message to the backend); without it the verdict is "not stalled",
+/// whatever the scope's age.
+constexpr bool local_stall_exceeded(duration local_stalled,
+                                    duration window) noexcept {
+  return local_stalled > window;
+}
+
 /// The stall verdict: both the call's own unproductive time and the scope's
 /// time since any call last made progress exceed the window. A scope that
 /// never progressed (`progress_age` empty, +infinity) counts as exceeded --
@@ -60,7 +69,8 @@ private:
 inline bool stall_verdict(duration local_stalled,
                           std::optional<duration> progress_age,
                           duration window) noexcept {
-  return local_stalled > window && (!progress_age || *progress_age > window);
+  return local_stall_exceeded(local_stalled, window) &&
+         (!progress_age || *progress_age > window);
 }
 
 } // namespace sluice::policy

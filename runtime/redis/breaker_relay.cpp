@@ -87,17 +87,12 @@ private:
     auto msg = json::parse(payload, nullptr, false);
     if (!msg.is_object() || msg.value("node", "") == node_)
       return; // malformed, or our own
-    auto state = msg.value("state", "");
-    breaker_state to;
-    if (state == to_string(breaker_state::open))
-      to = breaker_state::open;
-    else if (state == to_string(breaker_state::closed))
-      to = breaker_state::closed;
-    else
-      return;
+    auto to = policy::parse_breaker_state(msg.value("state", ""));
+    if (to != breaker_state::open && to != breaker_state::closed)
+      return; // only what a node decides by itself is published
     duration open_for = std::chrono::milliseconds{msg.value("open_for_ms", 0)};
     if (auto relay = caf::actor_cast<caf::actor>(relay_.lock()))
-      caf::anon_send(relay, peer_state_atom_v, msg.value("source", ""), to,
+      caf::anon_send(relay, peer_state_atom_v, msg.value("source", ""), *to,
                      open_for);
   }
 

@@ -112,6 +112,27 @@ TEST_CASE_METHOD(fixture, "the longest admission wait is one wait_timeout") {
   CHECK(waiting(global) == 0);
 }
 
+TEST_CASE_METHOD(fixture,
+                 "the ticket carries the one deadline admit computed") {
+  // A later tier (the cluster's) waits until this instant: the call's
+  // start plus one wait_timeout, however long the local tiers took.
+  auto connection = tier(tier_kind::connection, 1);
+  auto spare = path(16, 16, 16);
+  auto holds_connection = ask({spare.session, connection, spare.global});
+  REQUIRE(holds_connection.report->admitted);
+  CHECK(holds_connection.report->deadline == now() + wait_timeout);
+
+  auto t0 = now();
+  auto call = ask({spare.session, connection, spare.global});
+  REQUIRE(call.report->progress);
+  CHECK(call.report->progress->deadline() == t0 + wait_timeout);
+  advance(1500ms);
+  give_back(holds_connection);
+  REQUIRE(call.report->admitted);
+  CHECK(call.report->decided_at == t0 + 1500ms);
+  CHECK(call.report->deadline == t0 + wait_timeout);
+}
+
 TEST_CASE_METHOD(fixture, "a rejection names the tier that was full") {
   auto p = path(1, 16, 16);
   auto first = ask(p);

@@ -378,6 +378,15 @@ TEST_CASE("base_url: a bad port, userinfo and other schemes are refused, "
   CHECK(refused("http://[::1]:8080/v1").empty());
   CHECK(refused("http://api.example.com/v1").empty());
   CHECK(refused("http://127.0.0.1:65535").empty());
+  // The authority is read by the config's one HOST:PORT parser.
+  CHECK(refused("http://[::1]").empty()); // the scheme's port
+  CHECK(refused("https://[::1]/v1").empty());
+  CHECK_THAT(refused("http://[1:2:3]:80"),
+             StartsWith("base_url:") && Contains("not an IPv6 address"));
+  CHECK_THAT(refused("http://[::1]:65536"), Contains("1..65535"));
+  CHECK_THAT(refused("http:///v1"),
+             StartsWith("base_url:") && Contains("host is empty"));
+  CHECK_THAT(refused("http://-a.example/v1"), StartsWith("base_url:"));
 }
 
 // -- resource exhaustion -----------------------------------------------------

@@ -12,7 +12,7 @@
 
 #include "fakes/tls_upstream.hpp"
 #include "log_capture.hpp"
-#include "runtime/config/host_port.hpp"
+#include "runtime/policy/host_port.hpp"
 #include "runtime/config_error.hpp"
 #include "virtual_time.hpp"
 
@@ -54,6 +54,32 @@ TEST_CASE("the default config is valid and complete") {
   CHECK(cfg.routes[0].route.sources ==
         std::vector<std::string>{"sim-primary", "sim-backup"});
   CHECK_FALSE(cfg.runtime.redis.has_value()); // progress kept in process
+}
+
+TEST_CASE("the default config's call kinds are the library's default kinds") {
+  // One source of truth: the node on its default config and a library user
+  // who names no kinds run the same policies (chat's timeout was 120 s in
+  // the default config, 300 s in runtime_config::default_kinds).
+  auto cfg = parse_config(default_config_text());
+  auto want = runtime_config::default_kinds();
+  REQUIRE(cfg.runtime.kinds.size() == want.size());
+  for (const auto& [name, w] : want) {
+    INFO(name);
+    REQUIRE(cfg.runtime.kinds.count(name) == 1);
+    const auto& got = cfg.runtime.kinds.at(name);
+    CHECK(got.max_attempts == w.max_attempts);
+    CHECK(got.stall_window == w.stall_window);
+    CHECK(got.attempt_timeout == w.attempt_timeout);
+    CHECK(got.ttft_timeout == w.ttft_timeout);
+    CHECK(got.backoff.base == w.backoff.base);
+    CHECK(got.backoff.cap == w.backoff.cap);
+    CHECK(got.backoff.jitter == w.backoff.jitter);
+    CHECK(got.poll_interval == w.poll_interval);
+    CHECK(got.rate_limit_spends_retry == w.rate_limit_spends_retry);
+    CHECK(got.max_retry_after == w.max_retry_after);
+  }
+  CHECK(cfg.runtime.kinds.at("chat").attempt_timeout == 300s);
+  CHECK(cfg.runtime.kinds.at("embeddings").attempt_timeout == 60s);
 }
 
 TEST_CASE("a redis backend is read with its address, secret and timeouts") {
@@ -389,10 +415,10 @@ TEST_CASE("parse_host_port: host names, IPv4, bracketed IPv6, strict ports") {
   hp = parse_host_port("10.0.0.7:65535");
   CHECK(hp.host == "10.0.0.7");
   CHECK(hp.port == 65535);
-  hp = parse_host_port("redis-1.internal_x", 6379);
+  hp = parse_host_port("redis-1.internal_x", {6379});
   CHECK(hp.host == "redis-1.internal_x");
   CHECK(hp.port == 6379);
-  hp = parse_host_port("[::1]", 6379);
+  hp = parse_host_port("[::1]", {6379});
   CHECK(hp.host == "::1");
   CHECK(hp.port == 6379);
   for (auto bad : {"",        ":80",        "host:",          "host:80x",
@@ -406,6 +432,70 @@ TEST_CASE("parse_host_port: host names, IPv4, bracketed IPv6, strict ports") {
   }
   CHECK_THROWS_AS(parse_host_port(std::string(300, 'a') + ":80"),
                   std::invalid_argument);
+}
+
+TEST_CASE("parse_host_port: the cases every caller shares") {
+  using Catch::Contains;
+  auto why = [](std::string_view text, host_port_rules rules = {}) {
+    try {
+      parse_host_port(text, rules);
+    } catch (const std::invalid_argument& e) {
+      return std::string{e.what()};
+    }
+    return std::string{};
+  };
+  // [::1]:80 is the loopback address and port 80.
+  auto hp = parse_host_port("[::1]:80");
+  CHECK(hp.host == "::1");
+  CHECK(hp.port == 80);
+  CHECK(to_string(hp) == "[::1]:80"); // read back as written
+  CHECK(to_string(parse_host_port("localhost:8080")) == "localhost:8080");
+  // [::1] without a port: only where the caller has a default.
+  CHECK_THAT(why("[::1]"), Contains("needs a port"));
+  CHECK(parse_host_port("[::1]", {443, 1}).port == 443);
+  // ::1:80 is refused: host ::1 port 80, or host ::1:80 without a port?
+  CHECK_THAT(why("::1:80"), Contains("brackets"));
+  CHECK_THAT(why("::1:80", {80, 1}), Contains("brackets"));
+  // Port 0 is "any free port" for a listener, nothing to connect to.
+  CHECK(parse_host_port("127.0.0.1:0").port == 0);
+  CHECK_THAT(why("127.0.0.1:0", {std::nullopt, 1}), Contains("1..65535"));
+  CHECK_THAT(why("[::1]:0", {6379, 1}), Contains("1..65535"));
+  CHECK_THAT(why("127.0.0.1:65536"), Contains("0..65535"));
+  CHECK_THAT(why("[::1]:65536"), Contains("0..65535"));
+  // An empty host, bare or bracketed, with or without a port.
+  CHECK_THAT(why(":80"), Contains("host is empty"));
+  CHECK_THAT(why("", {80, 1}), Contains("host is empty"));
+  CHECK_THAT(why("[]:80"), Contains("empty"));
+  // Brackets hold a real IPv6 address, not merely hex digits and colons.
+  CHECK_THAT(why("[1:2:3]:80"), Contains("not an IPv6 address"));
+  CHECK_THAT(why("[::1::]:80"), Contains("not an IPv6 address"));
+  CHECK(parse_host_port("[::ffff:10.0.0.1]:80").host == "::ffff:10.0.0.1");
+}
+
+TEST_CASE("every HOST:PORT key refuses junk with a message naming the key") {
+  auto refused = [](const std::string& text) -> std::string {
+    try {
+      parse_config(std::string{minimal} + text);
+    } catch (const config_error& e) {
+      return e.key() + ": " + e.problem();
+    }
+    return {};
+  };
+  using Catch::Contains;
+  using Catch::StartsWith;
+  CHECK_THAT(refused("[node]\nlisten = \"::1:80\"\n"),
+             StartsWith("node.listen") && Contains("brackets"));
+  CHECK_THAT(refused("[node]\nadmin_listen = \"[::1]\"\n"),
+             StartsWith("node.admin_listen") && Contains("needs a port"));
+  CHECK_THAT(refused("[backend]\naddress = \"[::1]:0\"\n"),
+             StartsWith("backend.address") && Contains("1..65535"));
+  CHECK_THAT(refused("[node]\nlisten = \":8080\"\n"),
+             StartsWith("node.listen") && Contains("host is empty"));
+  // And the good ones pass.
+  CHECK(refused("[node]\nlisten = \"[::1]:0\"\n"
+                "admin_listen = \"[::1]:9090\"\n"
+                "[backend]\ntype = \"redis\"\naddress = \"[::1]\"\n")
+            .empty());
 }
 
 TEST_CASE("listen takes host names and bracketed IPv6, stored unbracketed") {

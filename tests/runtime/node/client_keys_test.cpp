@@ -40,25 +40,41 @@ TEST_CASE("the key a request presents: Bearer, api-key, x-api-key") {
 }
 
 TEST_CASE("who may reach the operations endpoints") {
-  // on_admin, admin_key_configured, presented, admin_listener, loopback,
-  // client keys
-  CHECK(decide_ops_access(true, true, false, true, false, true) ==
-        ops_access::allowed);
-  CHECK(decide_ops_access(false, true, true, false, false, true) ==
-        ops_access::allowed);
-  CHECK(decide_ops_access(false, true, false, false, true, false) ==
-        ops_access::need_admin_key);
-  CHECK(decide_ops_access(false, false, false, true, true, false) ==
-        ops_access::not_here);
-  CHECK(decide_ops_access(false, false, false, false, false, false) ==
-        ops_access::not_here);
+  auto decide = [](auto set) {
+    ops_request r;
+    set(r);
+    return decide_ops_access(r);
+  };
+  // The admin listener serves anyone who reaches it.
+  CHECK(decide([](ops_request& r) {
+          r.on_admin_listener = true;
+          r.admin_key_configured = true;
+          r.admin_listener_configured = true;
+          r.client_keys_configured = true;
+        }) == ops_access::allowed);
+  CHECK(decide([](ops_request& r) {
+          r.admin_key_configured = true;
+          r.admin_key_presented = true;
+          r.client_keys_configured = true;
+        }) == ops_access::allowed);
+  CHECK(decide([](ops_request& r) {
+          r.admin_key_configured = true;
+          r.main_listener_loopback = true;
+        }) == ops_access::need_admin_key);
+  CHECK(decide([](ops_request& r) {
+          r.admin_listener_configured = true;
+          r.main_listener_loopback = true;
+        }) == ops_access::not_here);
+  CHECK(decide([](ops_request&) {}) == ops_access::not_here);
   // Loopback and nothing configured: a developer's node.
-  CHECK(decide_ops_access(false, false, false, false, true, false) ==
+  CHECK(decide([](ops_request& r) { r.main_listener_loopback = true; }) ==
         ops_access::allowed);
   // Client keys without an admin key: the main listener is for clients
   // (a reverse proxy on the host would pass anyone's /admin/).
-  CHECK(decide_ops_access(false, false, false, false, true, true) ==
-        ops_access::not_here);
+  CHECK(decide([](ops_request& r) {
+          r.main_listener_loopback = true;
+          r.client_keys_configured = true;
+        }) == ops_access::not_here);
 }
 
 TEST_CASE("request ids and trace headers taken from a client") {

@@ -1,5 +1,6 @@
 // The process gauges: read from this test process's own /proc/self.
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <regex>
@@ -9,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "runtime/node/metrics.hpp"
 #include "runtime/node/process_metrics.hpp"
 
 using namespace sluice::node;
@@ -99,4 +101,37 @@ TEST_CASE("process metrics: a figure that could not be read is left out") {
                 "# TYPE process_start_time_seconds gauge\n"
                 "process_start_time_seconds 1764600000.25\n");
   CHECK(samples_of(text).size() == 2);
+}
+
+TEST_CASE("prometheus text: one writer for counters, histograms and gauges") {
+  // The node's counters, the front's gauges and the process's gauges all go
+  // through sluice::prom_text: HELP and TYPE lead each family, label values
+  // are escaped, a histogram's buckets are cumulative and end in +Inf.
+  sluice::prom_text out;
+  out.family("x_total", "counter", "Things.");
+  out.sample("x_total", {{"source", "a\"b"}, {"k", "v"}}, 3);
+  out.sample("x_total", {}, 4);
+  out.histogram("d_seconds", {{"route", "/r"}}, std::array<double, 2>{0.5, 1},
+                std::array<uint64_t, 2>{1, 2}, 3, 2.75);
+  out.histogram("o_seconds", {}, std::array<double, 1>{0.25},
+                std::array<uint64_t, 1>{0}, 1, 0.5);
+  CHECK(out.text() == "# HELP x_total Things.\n"
+                      "# TYPE x_total counter\n"
+                      "x_total{source=\"a\\\"b\",k=\"v\"} 3\n"
+                      "x_total 4\n"
+                      "d_seconds_bucket{route=\"/r\",le=\"0.5\"} 1\n"
+                      "d_seconds_bucket{route=\"/r\",le=\"1\"} 2\n"
+                      "d_seconds_bucket{route=\"/r\",le=\"+Inf\"} 3\n"
+                      "d_seconds_sum{route=\"/r\"} 2.75\n"
+                      "d_seconds_count{route=\"/r\"} 3\n"
+                      "o_seconds_bucket{le=\"0.25\"} 0\n"
+                      "o_seconds_bucket{le=\"+Inf\"} 1\n"
+                      "o_seconds_sum 0.5\n"
+                      "o_seconds_count 1\n");
+  // The process's gauges are appended through the same writer.
+  process_figures f;
+  f.threads = 2;
+  write_process_metrics(out, f);
+  CHECK(out.text().find("# TYPE process_threads gauge\nprocess_threads 2\n") !=
+        std::string::npos);
 }

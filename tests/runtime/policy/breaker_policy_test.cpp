@@ -316,3 +316,18 @@ TEST_CASE("a server-given instant never holds the breaker open past "
   f.open_until(t0 + 100s, t0 + 1s);
   CHECK(f.open_until() == t0 + 100s);
 }
+
+TEST_CASE("enum names: each to_string has its parse, and they round-trip") {
+  for (auto x :
+       {breaker_state::closed, breaker_state::open, breaker_state::half_open})
+    CHECK(parse_breaker_state(to_string(x)) == x);
+  CHECK(to_string(breaker_state::half_open) == "half_open");
+  CHECK_FALSE(parse_breaker_state("half-open"));
+  CHECK_FALSE(parse_breaker_state(""));
+  for (auto c :
+       {outcome_class::success, outcome_class::failure, outcome_class::ignored})
+    CHECK(parse_outcome_class(to_string(c)) == c);
+  CHECK_FALSE(parse_outcome_class("fail"));
+  // Compile-time: the outcome names live beside their enum, in the header.
+  static_assert(to_string(outcome_kind::rate_limited) == "rate_limited");
+}

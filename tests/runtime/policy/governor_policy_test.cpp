@@ -64,6 +64,38 @@ TEST_CASE("stall verdict: the four quadrants") {
   CHECK_FALSE(stall_verdict(300s, std::nullopt, w));
 }
 
+TEST_CASE("stall verdict: its local half alone decides whether the scope "
+          "is asked") {
+  const duration w = 300s;
+  // The governor asks the backend only when the local half holds: whatever
+  // the scope's age, a call below the window is not stalled.
+  for (auto local : {0s, 299s, 300s, 301s, 900s}) {
+    INFO(local.count());
+    for (std::optional<duration> age :
+         {std::optional<duration>{}, std::optional<duration>{10s},
+          std::optional<duration>{301s}})
+      if (!local_stall_exceeded(local, w))
+        CHECK_FALSE(stall_verdict(local, age, w));
+    CHECK(local_stall_exceeded(local, w) ==
+          stall_verdict(local, std::nullopt, w));
+  }
+}
+
+TEST_CASE("a 429 spends the retry budget only where the kind says so, "
+          "every other outcome always") {
+  call_policy chat; // 429 is load
+  call_policy embeddings;
+  embeddings.rate_limit_spends_retry = true;
+  CHECK_FALSE(spends_retry(chat, outcome_kind::rate_limited));
+  CHECK(spends_retry(embeddings, outcome_kind::rate_limited));
+  for (auto k : {outcome_kind::ok, outcome_kind::transient,
+                 outcome_kind::timeout, outcome_kind::permanent}) {
+    INFO(to_string(k));
+    CHECK(spends_retry(chat, k));
+    CHECK(spends_retry(embeddings, k));
+  }
+}
+
 TEST_CASE("backoff grows exponentially by max(fails, 1), capped") {
   backoff_config c{1s, 10s, 0.0};
   CHECK(backoff_delay(c, 0, 0.3) == 1s);

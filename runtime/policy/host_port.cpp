@@ -1,6 +1,9 @@
-#include "runtime/config/host_port.hpp"
+#include "runtime/policy/host_port.hpp"
 
 #include <stdexcept>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 namespace sluice {
 
@@ -26,17 +29,19 @@ bool is_hex(char c) {
          (c >= 'A' && c <= 'F');
 }
 
-uint16_t parse_port(std::string_view s) {
+uint16_t parse_port(std::string_view s, uint16_t min_port) {
+  auto range = "the port must be a number in " + std::to_string(min_port) +
+               "..65535, got '" + std::string{s} + "'";
   if (s.empty() || s.size() > port_digits_limit)
-    refuse("the port must be 1 to 5 digits");
+    refuse(range);
   uint32_t p = 0;
   for (auto c : s) {
     if (c < '0' || c > '9')
-      refuse("the port must be all digits, got '" + std::string{s} + "'");
+      refuse(range);
     p = p * 10 + static_cast<uint32_t>(c - '0');
   }
-  if (p > 65535)
-    refuse("the port must be in [0, 65535], got " + std::to_string(p));
+  if (p < min_port || p > 65535)
+    refuse(range);
   return static_cast<uint16_t>(p);
 }
 
@@ -82,12 +87,14 @@ void check_ipv6(std::string_view h) {
   }
   if (!colon)
     refuse("brackets are for IPv6 addresses, got '" + std::string{h} + "'");
+  in6_addr ignored{};
+  if (inet_pton(AF_INET6, std::string{h}.c_str(), &ignored) != 1)
+    refuse("'" + std::string{h} + "' in brackets is not an IPv6 address");
 }
 
 } // namespace
 
-host_port parse_host_port(std::string_view text,
-                          std::optional<uint16_t> default_port) {
+host_port parse_host_port(std::string_view text, host_port_rules rules) {
   host_port out;
   std::string_view rest;
   if (!text.empty() && text.front() == '[') {
@@ -99,14 +106,14 @@ host_port parse_host_port(std::string_view text,
     out.host = std::string{host};
     rest = text.substr(close + 1);
     if (rest.empty()) {
-      if (!default_port)
+      if (!rules.default_port)
         refuse("needs a port: [V6]:PORT");
-      out.port = *default_port;
+      out.port = *rules.default_port;
       return out;
     }
     if (rest.front() != ':')
       refuse("after ']' comes ':PORT', got '" + std::string{rest} + "'");
-    out.port = parse_port(rest.substr(1));
+    out.port = parse_port(rest.substr(1), rules.min_port);
     return out;
   }
   auto colon = text.find(':');
@@ -117,13 +124,23 @@ host_port parse_host_port(std::string_view text,
   check_hostname(host);
   out.host = std::string{host};
   if (colon == std::string_view::npos) {
-    if (!default_port)
+    if (!rules.default_port)
       refuse("needs a port: HOST:PORT");
-    out.port = *default_port;
+    out.port = *rules.default_port;
     return out;
   }
-  out.port = parse_port(text.substr(colon + 1));
+  out.port = parse_port(text.substr(colon + 1), rules.min_port);
   return out;
+}
+
+std::string bracketed(std::string_view host) {
+  if (host.find(':') != std::string_view::npos)
+    return "[" + std::string{host} + "]";
+  return std::string{host};
+}
+
+std::string to_string(const host_port& x) {
+  return bracketed(x.host) + ":" + std::to_string(x.port);
 }
 
 } // namespace sluice
