@@ -1,5 +1,6 @@
 #include "actors/cluster_tier.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
@@ -201,7 +202,9 @@ void on_answer(cluster_actor* self, waiters::waiter_id id,
   auto& st = self->state;
   st.asking = false;
   if (!out.answered) {
-    if (st.store->down()) {
+    // The answer says so itself: the store's thread may not have marked it
+    // down yet when this arrives.
+    if (out.fault || st.store->down()) {
       // Fail closed, and the same for everyone queued behind.
       fail_all(self, out.error);
       return;
@@ -210,7 +213,7 @@ void on_answer(cluster_actor* self, waiters::waiter_id id,
     // the store, or an error answer): it fails closed, the others go on.
     if (st.queue.find(id) != nullptr) {
       auto w = st.queue.take(id);
-      if (deadline_passed(w.deadline, self->clock().now())) {
+      if (out.late || deadline_passed(w.deadline, self->clock().now())) {
         // Cut short by the call's own deadline (the store is not down):
         // the wait for a permit ran out, a busy cluster, not a fault.
         w.payload.promise.deliver(tool_busy(tier_kind::global));
@@ -283,7 +286,10 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
   st.cfg = cfg;
   st.store = std::move(store);
   st.stats = std::move(stats);
-  auto renew_every = st.store->ttl() / 3;
+  // Every third of a TTL, so two renewals may fail before a permit lapses;
+  // never more often than every millisecond, whatever the store says.
+  auto renew_every = std::max<duration>(st.store->ttl() / 3,
+                                        std::chrono::milliseconds{1});
   self->delayed_send(self, renew_every, lease_renew_atom_v);
   // A holder that terminated (its call ended or was cancelled) returns its
   // permits. Waiters are not monitored: one that terminated while waiting
@@ -310,6 +316,10 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
         if (deadline_passed(deadline, self->clock().now()))
           return tool_busy(tier_kind::global);
         auto holder = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        // An anonymous sender cannot hold a permit: nobody could see it go,
+        // and renewal would keep the permit for ever.
+        if (!holder)
+          return caf::sec::invalid_argument;
         auto rp = self->make_response_promise<std::string>();
         st.queue.push(deadline, pending_permit{rp, holder});
         serve(self);

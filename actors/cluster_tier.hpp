@@ -40,10 +40,12 @@ struct cluster_tier_stats {
 /// - `(acquire_atom, time_point deadline) -> std::string permit`: a permit
 ///   for the sender (monitored while it holds one: its permits come back
 ///   when it terminates), waiting FIFO until `deadline`; then `tool_busy`
-///   naming `global`. The store unreachable, failing, or too slow to
-///   answer before `deadline`: `governance_backend_error` (fail-closed),
-///   never a busy verdict. While the store is down, acquires fail at once,
-///   without queueing.
+///   naming `global` -- also when the store is up but did not answer before
+///   `deadline` (the wait ran out). The store unreachable or failing (it
+///   says so in its answer, or is down): `governance_backend_error`
+///   (fail-closed), never a busy verdict. While the store is down, acquires
+///   fail at once, without queueing. An anonymous sender is refused
+///   (`sec::invalid_argument`): nothing could see its permit go.
 /// - `(lease_release_atom, std::string permit)`: gives a permit back.
 ///
 /// `detached`: on a thread of its own, for a store whose destruction may

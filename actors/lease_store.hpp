@@ -31,6 +31,12 @@ public:
     bool granted = false;
     std::string permit;
     std::string error;
+    /// Unanswered because the store failed (unreachable, no answer in
+    /// time): it is down, fail closed -- this waiter and those behind.
+    bool fault = false;
+    /// Unanswered because too little of the caller's wait was left to ask:
+    /// its wait ran out (busy), nothing is wrong with the store.
+    bool late = false;
   };
 
   /// The permits that `renew` found lapsed already (their holders lost

@@ -108,12 +108,33 @@ std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
 
 namespace {
 
+// Every check of the facade's own settings, before anything is spawned: a
+// bad kind or Redis setting must not leave a backend, cluster tier or relay
+// running behind the exception.
+runtime_config checked(runtime_config cfg) {
+  if (cfg.kinds.empty())
+    throw config_error("kinds", "needs at least one call kind");
+  for (auto& kind : cfg.kinds)
+    with_key_prefix("kinds." + kind.first, [&] { validate(kind.second); });
+  if (cfg.redis) {
+    with_key_prefix("backend", [&] { validate(*cfg.redis); });
+    if (cfg.progress_ttl < std::chrono::seconds{1})
+      throw config_error("backend.progress_ttl_s", "must be at least 1 s");
+  }
+  if (cfg.cluster_global_cap != 0) {
+    if (!cfg.redis)
+      throw config_error("backend.cluster_global_cap",
+                         "needs the redis backend (type = \"redis\")");
+    with_key_prefix("backend", [&] {
+      validate_lease_limits(cfg.cluster_global_cap, cfg.lease_ttl);
+    });
+  }
+  return cfg;
+}
+
 caf::actor make_backend(caf::actor_system& sys, const runtime_config& cfg) {
   if (!cfg.redis)
     return spawn_local_scope_backend(sys);
-  with_key_prefix("backend", [&] { validate(*cfg.redis); });
-  if (cfg.progress_ttl < std::chrono::seconds{1})
-    throw config_error("backend.progress_ttl_s", "must be at least 1 s");
   return spawn_redis_scope_backend(sys, *cfg.redis, cfg.progress_ttl);
 }
 
@@ -121,14 +142,8 @@ caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
                              std::shared_ptr<cluster_tier_stats>& stats) {
   if (cfg.cluster_global_cap == 0)
     return {};
-  if (!cfg.redis)
-    throw config_error("backend.cluster_global_cap",
-                       "needs the redis backend (type = \"redis\")");
-  std::shared_ptr<lease_store> store;
-  with_key_prefix("backend", [&] {
-    store = make_redis_lease_store(*cfg.redis, "global",
-                                   cfg.cluster_global_cap, cfg.lease_ttl);
-  });
+  auto store = make_redis_lease_store(*cfg.redis, "global",
+                                      cfg.cluster_global_cap, cfg.lease_ttl);
   stats = std::make_shared<cluster_tier_stats>();
   // Detached: destroying the Redis store joins its thread, never on a CAF
   // worker.
@@ -140,7 +155,7 @@ caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
 
 runtime::runtime(caf::actor_system& sys, runtime_config cfg)
     : sys_(sys)
-    , cfg_(std::move(cfg))
+    , cfg_(checked(std::move(cfg)))
     , tiers_(sys, cfg_.admission)
     , embedded_connection_(tiers_.new_connection())
     , backend_(make_backend(sys, cfg_))
@@ -152,10 +167,7 @@ runtime::runtime(caf::actor_system& sys, runtime_config cfg)
                           : caf::actor{})
     , next_seed_(cfg_.seed != 0 ? cfg_.seed : std::random_device{}())
     , health_(std::make_shared<actor_health>()) {
-  if (cfg_.kinds.empty())
-    throw config_error("kinds", "needs at least one call kind");
-  for (auto& kind : cfg_.kinds)
-    with_key_prefix("kinds." + kind.first, [&] { validate(kind.second); });
+  // nop
 }
 
 runtime::~runtime() {

@@ -1,5 +1,6 @@
 #include "runtime/redis/breaker_relay.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/atoms.hpp"
+#include "runtime/redis/client.hpp"
 
 namespace sluice {
 
@@ -19,10 +21,63 @@ namespace {
 
 using json = nlohmann::json;
 
+} // namespace
+
+std::optional<peer_message> parse_peer_message(std::string_view payload,
+                                               std::string_view own_node) {
+  auto msg = json::parse(payload, nullptr, false);
+  if (!msg.is_object())
+    return std::nullopt;
+  auto field = [&](const char* name) -> const json* {
+    auto i = msg.find(name);
+    return i == msg.end() ? nullptr : &*i;
+  };
+  auto node = field("node");
+  auto source = field("source");
+  auto state = field("state");
+  if (!node || !node->is_string() || !source || !source->is_string() ||
+      !state || !state->is_string())
+    return std::nullopt;
+  if (node->get_ref<const std::string&>() == own_node)
+    return std::nullopt; // our own, back from the channel
+  auto to = policy::parse_breaker_state(state->get_ref<const std::string&>());
+  // Only what a node decides by itself is published.
+  if (to != breaker_state::open && to != breaker_state::closed)
+    return std::nullopt;
+  peer_message out;
+  out.source = source->get<std::string>();
+  out.to = *to;
+  if (out.source.empty())
+    return std::nullopt;
+  if (auto ms = field("open_for_ms")) {
+    // Whole milliseconds only; saturated, never wrapped (SPEC §7). The
+    // breaker bounds it further by its own open_duration_max.
+    int64_t v = 0;
+    if (ms->is_number_unsigned())
+      v = ms->get<uint64_t>() > uint64_t(max_peer_open_ms)
+              ? max_peer_open_ms
+              : static_cast<int64_t>(ms->get<uint64_t>());
+    else if (ms->is_number_integer())
+      v = ms->get<int64_t>();
+    else
+      return std::nullopt;
+    out.open_for = std::chrono::milliseconds{std::clamp<int64_t>(
+        v, 0, max_peer_open_ms)};
+  }
+  return out;
+}
+
+namespace {
+
 // The listener: a blocking SUBSCRIBE on a connection and thread of its own,
 // forwarding each peer message to the relay. Stopped by interrupting its
 // connection, which wakes the blocked read.
-class listener {
+//
+// The thread holds the listener too (`start`): forwarding a message may drop
+// the last reference to the relay, whose state then goes -- on this very
+// thread -- and with it the relay's own reference to the listener, which
+// must outlive the loop that is still running.
+class listener : public std::enable_shared_from_this<listener> {
 public:
   listener(redis_config cfg, std::string channel, std::string node,
            caf::weak_actor_ptr relay,
@@ -33,10 +88,12 @@ public:
       , node_(std::move(node))
       , relay_(std::move(relay))
       , stats_(std::move(stats)) {
-    thread_ = std::thread{[this] { run(); }};
+    // nop
   }
 
-  ~listener() { stop(); }
+  void start() {
+    thread_ = std::thread{[self = shared_from_this()] { self->run(); }};
+  }
 
   /// Stops listening and joins the thread; idempotent.
   void stop() {
@@ -63,7 +120,7 @@ private:
         pause();
         continue;
       }
-      while (auto payload = client_.next_message())
+      while (auto payload = client_.next_message(max_peer_message))
         handle(*payload);
       if (!stopping()) { // closed by Redis
         ++stats_->errors;
@@ -83,17 +140,21 @@ private:
     cv_.wait_for(lk, pause_, [this] { return stop_; });
   }
 
-  void handle(const std::string& payload) {
-    auto msg = json::parse(payload, nullptr, false);
-    if (!msg.is_object() || msg.value("node", "") == node_)
-      return; // malformed, or our own
-    auto to = policy::parse_breaker_state(msg.value("state", ""));
-    if (to != breaker_state::open && to != breaker_state::closed)
-      return; // only what a node decides by itself is published
-    duration open_for = std::chrono::milliseconds{msg.value("open_for_ms", 0)};
-    if (auto relay = caf::actor_cast<caf::actor>(relay_.lock()))
-      caf::anon_send(relay, peer_state_atom_v, msg.value("source", ""), *to,
-                     open_for);
+  // Anyone who may PUBLISH on the channel can send anything: each field is
+  // read only if it has the right type, and nothing a message holds may
+  // end the thread.
+  void handle(const std::string& payload) noexcept {
+    try {
+      if (auto m = parse_peer_message(payload, node_)) {
+        if (auto relay = caf::actor_cast<caf::actor>(relay_.lock()))
+          caf::anon_send(relay, peer_state_atom_v, std::move(m->source), m->to,
+                         m->open_for);
+      } else {
+        ++stats_->ignored;
+      }
+    } catch (...) {
+      ++stats_->errors; // no memory: this one message is lost
+    }
   }
 
   redis_client client_;
@@ -115,7 +176,12 @@ struct relay_state {
   std::string node;
   std::shared_ptr<breaker_relay_stats> stats;
   std::unordered_map<std::string, caf::actor> breakers;
-  std::unique_ptr<listener> listen;
+  std::shared_ptr<listener> listen;
+
+  ~relay_state() {
+    if (listen)
+      listen->stop();
+  }
 
   static inline const char* name = "sluice.breaker_relay";
 };
@@ -128,9 +194,10 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
   st.channel = cfg.key_prefix + "breakers";
   st.node = random_node_id();
   st.stats = std::move(stats);
-  st.listen = std::make_unique<listener>(
+  st.listen = std::make_shared<listener>(
       cfg, st.channel, st.node, caf::actor_cast<caf::weak_actor_ptr>(self),
       st.stats);
+  st.listen->start();
   st.redis.emplace(std::move(cfg));
   // The listener stops (and its thread is joined) with the state, which
   // CAF 0.17 destroys as soon as the actor terminates (on_exit), not when
@@ -155,7 +222,10 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
                   std::chrono::duration_cast<std::chrono::milliseconds>(
                       ev.open_for)
                       .count()}};
-        if (st.redis->command({"PUBLISH", st.channel, msg.dump()}).ok())
+        // A source name is the operator's text: invalid UTF-8 in it is
+        // replaced, never a throw that ends the relay.
+        auto text = msg.dump(-1, ' ', false, json::error_handler_t::replace);
+        if (st.redis->command({"PUBLISH", st.channel, text}).ok())
           ++st.stats->published;
         else
           ++st.stats->errors;

@@ -277,11 +277,16 @@ redis_client::result redis_client::subscribe(const std::string& channel) {
   if (r.ok()) {
     redisSetTimeout(ctx_, timeval{0, 0});
     applied_timeout_ = duration::zero();
+    // Reads wait without a timeout from now on: keepalive probes find a
+    // Redis that vanished without a reset (a failover, a NAT that forgot
+    // the connection), so the listener reconnects instead of waiting for
+    // ever.
+    redisEnableKeepAlive(ctx_);
   }
   return r;
 }
 
-std::optional<std::string> redis_client::next_message() {
+std::optional<std::string> redis_client::next_message(size_t max_bytes) {
   while (ctx_ != nullptr) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
@@ -295,7 +300,8 @@ std::optional<std::string> redis_client::next_message() {
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
         r->element[0]->type == REDIS_REPLY_STRING &&
         std::string_view{r->element[0]->str, r->element[0]->len} == "message"
-        && r->element[2]->type == REDIS_REPLY_STRING)
+        && r->element[2]->type == REDIS_REPLY_STRING &&
+        r->element[2]->len <= max_bytes)
       payload.emplace(r->element[2]->str, r->element[2]->len);
     freeReplyObject(raw);
     if (payload)

@@ -81,11 +81,12 @@ public:
   /// be); from then on it only waits for messages (`next_message`).
   result subscribe(const std::string& channel);
 
-  /// Waits, without a timeout (messages may be minutes apart), for the next
-  /// message on the subscribed channel and returns its payload; nothing when
-  /// the connection closed or was interrupted (it is dropped then:
-  /// `subscribe` again).
-  std::optional<std::string> next_message();
+  /// Waits, without a timeout (messages may be minutes apart; TCP
+  /// keepalive notices a peer that vanished), for the next message on the
+  /// subscribed channel and returns its payload; nothing when the
+  /// connection closed or was interrupted (it is dropped then: `subscribe`
+  /// again). A payload longer than `max_bytes` is skipped, not copied.
+  std::optional<std::string> next_message(size_t max_bytes);
 
   /// From any thread: wakes a `next_message` that waits, and makes every
   /// later command and subscription fail, for good.

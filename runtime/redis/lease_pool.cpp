@@ -1,6 +1,8 @@
 #include "runtime/redis/lease_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <type_traits>
 #include <functional>
 #include <stdexcept>
 
@@ -69,6 +71,7 @@ lease_pool::outcome lease_pool::try_acquire() {
                        {std::to_string(cap_), std::to_string(ms.count()), id});
   if (!r.ok() || r.reply->type != redis_reply::kind::integer) {
     out.error = r.ok() ? "unexpected answer" : r.error;
+    out.fault = r.fault;
     return out;
   }
   out.answered = true;
@@ -110,6 +113,39 @@ int64_t lease_pool::live() {
 
 namespace {
 
+/// The least time a question is given: less cannot be met (the client's
+/// own floor, `min_command_time`).
+constexpr duration min_question_time = std::chrono::milliseconds{1};
+
+// A store's handler, called exactly once as `lease_store` promises: by the
+// job, or -- when the job throws before it could call it -- with a failure.
+template <class T>
+class once {
+public:
+  explicit once(std::function<void(T)> f) : f_(std::move(f)) {
+    // nop
+  }
+
+  void operator()(T x) {
+    if (!called_.exchange(true))
+      f_(std::move(x));
+  }
+
+  void fail(std::string why) {
+    if constexpr (std::is_same_v<T, lease_store::grant>) {
+      T g;
+      g.error = std::move(why);
+      (*this)(std::move(g));
+    } else {
+      (*this)(T{});
+    }
+  }
+
+private:
+  std::function<void(T)> f_;
+  std::atomic<bool> called_{false};
+};
+
 class redis_lease_store final : public lease_store {
 public:
   redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
@@ -125,22 +161,41 @@ public:
   ~redis_lease_store() override { worker_.reset(); }
 
   void try_acquire(duration within, std::function<void(grant)> done) override {
-    auto shared = std::make_shared<std::function<void(grant)>>(std::move(done));
+    auto answer = std::make_shared<once<grant>>(std::move(done));
+    // Less time than one command can be given: not asked, a late question
+    // (the caller's wait ran out; busy, not a fault).
+    if (within < min_question_time) {
+      grant g;
+      g.late = true;
+      g.error = "no time left to ask Redis";
+      (*answer)(std::move(g));
+      return;
+    }
+    auto until = deadline(within);
     worker_->submit(
-        deadline(within),
-        [this, shared](redis_client&) {
-          auto out = pool_.try_acquire();
-          grant g;
-          g.answered = out.answered;
-          g.granted = out.granted;
-          g.permit = std::move(out.lease);
-          g.error = std::move(out.error);
-          (*shared)(std::move(g));
+        until,
+        [this, answer](redis_client&) {
+          try {
+            auto out = pool_.try_acquire();
+            grant g;
+            g.answered = out.answered;
+            g.granted = out.granted;
+            g.permit = std::move(out.lease);
+            g.error = std::move(out.error);
+            g.fault = out.fault;
+            (*answer)(std::move(g));
+          } catch (...) {
+            answer->fail("the cluster tier's question to Redis failed");
+          }
         },
-        [shared](const std::string& why) {
+        [this, answer, until](const std::string& why) {
           grant g;
           g.error = why;
-          (*shared)(std::move(g));
+          // Refused while queued: Redis is down (a fault), or the question
+          // waited behind a slow Redis past its deadline (late).
+          g.fault = worker_->down();
+          g.late = !g.fault && steady::now() >= until;
+          (*answer)(std::move(g));
         });
   }
 
@@ -155,13 +210,17 @@ public:
 
   void renew(std::vector<std::string> permits,
              std::function<void(lapsed)> done) override {
-    auto shared = std::make_shared<std::function<void(lapsed)>>(std::move(done));
+    auto answer = std::make_shared<once<lapsed>>(std::move(done));
     worker_->submit(
         deadline(worker_->config().command_timeout),
-        [this, shared, permits = std::move(permits)](redis_client&) {
-          (*shared)(pool_.renew(permits));
+        [this, answer, permits = std::move(permits)](redis_client&) {
+          try {
+            (*answer)(pool_.renew(permits));
+          } catch (...) {
+            (*answer)(std::nullopt);
+          }
         },
-        [shared](const std::string&) { (*shared)(std::nullopt); });
+        [answer](const std::string&) { (*answer)(std::nullopt); });
   }
 
   bool down() const override { return worker_->down(); }

@@ -41,6 +41,9 @@ public:
     bool granted = false;
     std::string lease;
     std::string error;
+    /// Unanswered because the connection failed (see
+    /// `redis_client::result::fault`): Redis may be down.
+    bool fault = false;
   };
 
   /// Takes a lease if fewer than `cap` live leases exist.

@@ -293,6 +293,57 @@ TEST_CASE_METHOD(cluster_fixture,
 }
 
 TEST_CASE_METHOD(cluster_fixture,
+                 "an answer that says the store failed fails every waiter "
+                 "closed, before the store is marked down") {
+  auto [a, ra] = ask(10s);
+  auto [b, rb] = ask(10s);
+  auto [c, rc] = ask(10s);
+  auto [d, rd] = ask(10s);
+  store->fail_next(true, false);
+  advance(cluster_tier_config{}.poll);
+  REQUIRE(rc->decided);
+  REQUIRE(rd->decided);
+  CHECK(is(rc->error, errc::governance_backend_error));
+  CHECK(is(rd->error, errc::governance_backend_error));
+  CHECK(stats->errors == 1);
+  kill(a);
+  kill(b);
+  kill(c);
+  kill(d);
+}
+
+TEST_CASE_METHOD(cluster_fixture,
+                 "a question too late to ask is busy, not a store fault, and "
+                 "the next waiter is asked for") {
+  auto [a, ra] = ask(10s);
+  auto [b, rb] = ask(10s);
+  auto [c, rc] = ask(10s);
+  auto [d, rd] = ask(10s);
+  store->fail_next(false, true);
+  advance(cluster_tier_config{}.poll);
+  REQUIRE(rc->decided);
+  CHECK(is_busy(rc->error));
+  CHECK(stats->errors == 0);
+  CHECK_FALSE(rd->decided);
+  kill(a);
+  CHECK(rd->permit);
+  kill(b);
+  kill(c);
+  kill(d);
+}
+
+TEST_CASE_METHOD(cluster_fixture,
+                 "an anonymous acquire is refused without asking the store") {
+  auto asked = store->acquires;
+  caf::anon_send(tier, acquire_atom_v, now() + 1s);
+  run();
+  CHECK(store->acquires == asked);
+  CHECK(stats->held == 0);
+  CHECK(stats->waiting == 0);
+  CHECK(store->live() == 0);
+}
+
+TEST_CASE_METHOD(cluster_fixture,
                  "nothing is renewed while nothing is held") {
   advance(10s);
   CHECK(store->renewals == 0);

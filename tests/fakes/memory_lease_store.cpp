@@ -4,7 +4,12 @@ namespace sluice::testing {
 
 void memory_lease_store::decide(const std::function<void(grant)>& done) {
   grant g;
-  if (down_) {
+  if (fail_next_) {
+    fail_next_ = false;
+    g.fault = fail_fault_;
+    g.late = fail_late_;
+    g.error = "memory store: failed as told";
+  } else if (down_) {
     g.error = "memory store: down";
   } else {
     g.answered = true;

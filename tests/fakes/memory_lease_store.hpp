@@ -41,6 +41,14 @@ public:
   /// Answers every question held back, in order; returns how many.
   size_t answer_held();
 
+  /// The next question is answered unanswered: as a fault (the store
+  /// failed, before it is marked down) or as late (no time left to ask).
+  void fail_next(bool fault, bool late) {
+    fail_fault_ = fault;
+    fail_late_ = late;
+    fail_next_ = true;
+  }
+
   /// Drops `permit` as if it lapsed (the store lost it).
   void lapse(const std::string& permit) { live_.erase(permit); }
 
@@ -60,6 +68,9 @@ private:
   duration ttl_;
   bool down_ = false;
   bool hold_ = false;
+  bool fail_next_ = false;
+  bool fail_fault_ = false;
+  bool fail_late_ = false;
   uint64_t next_ = 1;
   std::set<std::string> live_;
   std::deque<std::function<void(grant)>> held_;

@@ -432,3 +432,41 @@ TEST_CASE_METHOD(actor_fixture,
   CHECK(nodes[2]->relay_stats()->applied == 2);
   CHECK(nodes[0]->relay_stats()->applied == 0);
 }
+
+TEST_CASE_METHOD(actor_fixture,
+                 "junk on the breaker channel is ignored and the relay keeps "
+                 "listening",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  source_settings s;
+  s.breaker.open_duration = 30s;
+  runtime node{sys, rc};
+  node.add_simulated_source("x", sim_config{}, s);
+  node.add_route({"/x", "chat", {"x"}, {}, {}});
+  std::this_thread::sleep_for(200ms); // the listener subscribes
+  redis_client intruder{server.config()};
+  auto channel = server.config().key_prefix + "breakers";
+  std::vector<std::string> junk = {
+      "not json",
+      R"({"node":null,"source":"x","state":"open"})",
+      R"({"node":"i","source":"x","state":"open","open_for_ms":"5"})",
+      R"({"node":"i","source":"x","state":"open","open_for_ms":1e300})",
+      R"({"node":"i","source":["x"],"state":"open"})",
+      std::string(1 << 20, '{'), // 1 MiB: past max_peer_message, skipped
+  };
+  for (auto& j : junk)
+    REQUIRE(intruder.command({"PUBLISH", channel, j}).ok());
+  // Then a real transition, with an open period past INT_MAX ms: applied,
+  // saturated (the breaker bounds it by its own open_duration_max).
+  REQUIRE(intruder
+              .command({"PUBLISH", channel,
+                        R"({"node":"i","source":"x","state":"open",)"
+                        R"("open_for_ms":99999999999999})"})
+              .ok());
+  CHECK(eventually([&] { return node.source("x").breaker.is_open(); },
+                   2000ms));
+  CHECK(node.relay_stats()->ignored == junk.size() - 1);
+  CHECK(node.relay_stats()->applied == 1);
+}

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 
+#include <caf/actor_registry.hpp>
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
@@ -53,6 +54,27 @@ struct fixture : virtual_time_fixture {
 };
 
 } // namespace
+
+TEST_CASE_METHOD(virtual_time_fixture,
+                 "a refused runtime config leaves no actor running") {
+  // A bad kind with Redis and a cluster cap configured: it used to throw
+  // after the Redis backend, the cluster tier and the relay were spawned,
+  // which then ran (and kept the actor system from shutting down).
+  run();
+  auto before = sys.registry().running();
+  runtime_config bad;
+  bad.redis = redis_config{};
+  bad.cluster_global_cap = 4;
+  bad.kinds["chat"].max_attempts = 0;
+  CHECK(refused_key([&] { runtime{sys, bad}; }) == "kinds.chat.max_attempts");
+  runtime_config bad_ttl;
+  bad_ttl.redis = redis_config{};
+  bad_ttl.cluster_global_cap = 4;
+  bad_ttl.lease_ttl = std::chrono::milliseconds{5};
+  CHECK(refused_key([&] { runtime{sys, bad_ttl}; }) == "backend.lease_ttl");
+  run();
+  CHECK(sys.registry().running() == before);
+}
 
 TEST_CASE_METHOD(virtual_time_fixture,
                  "runtime config errors name the offending key") {

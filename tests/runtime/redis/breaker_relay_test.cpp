@@ -1,0 +1,74 @@
+// What the breaker relay's listener accepts from the shared channel, where
+// anyone who may PUBLISH can write anything: only a well-formed transition
+// of another node, every field checked for its type, the open period
+// saturated -- and no input that throws.
+
+#include "runtime/redis/breaker_relay.hpp"
+
+#include <chrono>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+using namespace sluice;
+
+namespace {
+
+std::optional<peer_message> parse(const std::string& text) {
+  return parse_peer_message(text, "me");
+}
+
+} // namespace
+
+TEST_CASE("the relay reads another node's opening and closing") {
+  auto open = parse(
+      R"({"node":"other","source":"a","state":"open","open_for_ms":1500})");
+  REQUIRE(open);
+  CHECK(open->source == "a");
+  CHECK(open->to == breaker_state::open);
+  CHECK(open->open_for == 1500ms);
+  auto closed = parse(R"({"node":"other","source":"a","state":"closed"})");
+  REQUIRE(closed);
+  CHECK(closed->to == breaker_state::closed);
+  CHECK(closed->open_for == 0ms);
+}
+
+TEST_CASE("the relay ignores its own messages and malformed ones") {
+  CHECK_FALSE(parse(R"({"node":"me","source":"a","state":"open"})"));
+  for (auto text : {
+           "", "not json", "[]", "42", "null",
+           R"({"source":"a","state":"open"})",
+           R"({"node":null,"source":"a","state":"open"})",
+           R"({"node":1,"source":"a","state":"open"})",
+           R"({"node":"x","source":["a"],"state":"open"})",
+           R"({"node":"x","source":"","state":"open"})",
+           R"({"node":"x","source":"a","state":[]})",
+           R"({"node":"x","source":"a","state":"half_open"})",
+           R"({"node":"x","source":"a","state":"OPEN"})",
+           R"({"node":"x","source":"a","state":"open","open_for_ms":"5"})",
+           R"({"node":"x","source":"a","state":"open","open_for_ms":1e300})",
+           R"({"node":"x","source":"a","state":"open","open_for_ms":1.5})",
+           R"({"node":"x","source":"a","state":"open","open_for_ms":null})",
+       }) {
+    INFO(text);
+    CHECK_NOTHROW(parse(text));
+    CHECK_FALSE(parse(text));
+  }
+}
+
+TEST_CASE("the relay saturates a peer's open period, never wraps it") {
+  auto at = [](const std::string& ms) {
+    auto m = parse(R"({"node":"x","source":"a","state":"open","open_for_ms":)" +
+                   ms + "}");
+    REQUIRE(m);
+    return m->open_for;
+  };
+  auto year = std::chrono::milliseconds{max_peer_open_ms};
+  CHECK(at("1000000000000") == year);      // 10^12 ms: past a year
+  CHECK(at("18446744073709551615") == year); // 2^64 - 1
+  CHECK(at("9223372036854775807") == year);
+  CHECK(at("-5") == 0ms);
+  CHECK(at("-9223372036854775808") == 0ms);
+  CHECK(at("2147483648") == 2147483648ms); // past INT_MAX: not wrapped
+}
