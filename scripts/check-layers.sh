@@ -7,14 +7,17 @@
 #   3 actors/          the layers below and actors/; no runtime/ outside
 #                      policy, no hiredis, no toml
 #   4 runtime/         anything above, never tests/, bench/ or examples/
+# Paths may carry the project's prefix ("sluice/runtime/policy/time.hpp",
+# also as <sluice/...>) or not ("runtime/policy/time.hpp"); both are checked.
 # Usage: scripts/check-layers.sh [ROOT] (default: this checkout).
 set -uo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root" || exit 2
 bad=0
 
-# $1: folder, $2: find's prune args, $3: regex of allowed quoted includes,
-# $4: regex of forbidden angle includes (or empty), $5: the layer's name.
+# $1: folder, $2: find's prune args, $3: regex of allowed project includes
+# (without the prefix), $4: regex of forbidden angle includes (or empty),
+# $5: the layer's name.
 check() {
   local dir=$1 prune=$2 allowed=$3 forbidden=$4 name=$5
   [ -d "$dir" ] || return 0
@@ -28,8 +31,8 @@ check() {
     bad=1
   done < <(
     # shellcheck disable=SC2086
-    grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $files |
-      grep -vE "#[[:space:]]*include[[:space:]]*\"($allowed)" || true
+    grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("|<sluice/)' $files |
+      grep -vE "#[[:space:]]*include[[:space:]]*(\"(sluice/)?|<sluice/)($allowed)" || true
     if [ -n "$forbidden" ]; then
       # shellcheck disable=SC2086
       grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*<($forbidden)" $files || true
