@@ -1,12 +1,12 @@
-#include "actors/admission.hpp"
+#include "sluice/actors/admission.hpp"
 
 #include <memory>
 #include <utility>
 
 #include <caf/event_based_actor.hpp>
 
-#include "actors/permit.hpp"
-#include "messages/atoms.hpp"
+#include "sluice/actors/permit.hpp"
+#include "sluice/messages/atoms.hpp"
 
 namespace sluice {
 

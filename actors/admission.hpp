@@ -8,8 +8,8 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/budget_tier.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/actors/budget_tier.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
 

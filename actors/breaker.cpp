@@ -1,4 +1,4 @@
-#include "actors/breaker.hpp"
+#include "sluice/actors/breaker.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -8,7 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 
 namespace sluice {
 

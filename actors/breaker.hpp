@@ -6,8 +6,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "runtime/policy/breaker_mirror.hpp"
-#include "runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/breaker_mirror.hpp"
+#include "sluice/runtime/policy/breaker_policy.hpp"
 
 namespace sluice {
 

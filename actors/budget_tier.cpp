@@ -1,4 +1,4 @@
-#include "actors/budget_tier.hpp"
+#include "sluice/actors/budget_tier.hpp"
 
 #include <unordered_map>
 #include <utility>
@@ -8,9 +8,9 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/permit.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/policy/waiter_queue.hpp"
+#include "sluice/actors/permit.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/policy/waiter_queue.hpp"
 
 namespace sluice {
 

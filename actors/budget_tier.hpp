@@ -6,8 +6,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "messages/admission.hpp"
-#include "runtime/policy/tier_counter.hpp"
+#include "sluice/messages/admission.hpp"
+#include "sluice/runtime/policy/tier_counter.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "actors/cluster_tier.hpp"
+#include "sluice/actors/cluster_tier.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -12,10 +12,10 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "messages/admission.hpp"
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
-#include "runtime/policy/waiter_queue.hpp"
+#include "sluice/messages/admission.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/policy/waiter_queue.hpp"
 
 namespace sluice {
 

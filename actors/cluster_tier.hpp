@@ -7,7 +7,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/lease_store.hpp"
+#include "sluice/actors/lease_store.hpp"
 
 namespace sluice {
 

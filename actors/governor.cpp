@@ -1,4 +1,4 @@
-#include "actors/governor.hpp"
+#include "sluice/actors/governor.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,12 +12,12 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "actors/payload.hpp"
-#include "actors/permit.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/policy/http_outcome.hpp"
-#include "runtime/policy/rng.hpp"
-#include "runtime/policy/stall_clock.hpp"
+#include "sluice/actors/payload.hpp"
+#include "sluice/actors/permit.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
+#include "sluice/runtime/policy/rng.hpp"
+#include "sluice/runtime/policy/stall_clock.hpp"
 
 namespace sluice {
 

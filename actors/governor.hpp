@@ -10,10 +10,10 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/admission.hpp"
-#include "actors/source_gate.hpp"
-#include "messages/call.hpp"
-#include "runtime/policy/call_policy.hpp"
+#include "sluice/actors/admission.hpp"
+#include "sluice/actors/source_gate.hpp"
+#include "sluice/messages/call.hpp"
+#include "sluice/runtime/policy/call_policy.hpp"
 
 namespace sluice {
 

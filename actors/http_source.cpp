@@ -1,4 +1,4 @@
-#include "actors/http_source.hpp"
+#include "sluice/actors/http_source.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -22,12 +22,12 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/attempt_book.hpp"
-#include "actors/upstream_connection.hpp"
-#include "actors/upstream_response.hpp"
-#include "actors/log.hpp"
-#include "runtime/policy/host_port.hpp"
-#include "runtime/policy/http_outcome.hpp"
+#include "sluice/actors/attempt_book.hpp"
+#include "sluice/actors/upstream_connection.hpp"
+#include "sluice/actors/upstream_response.hpp"
+#include "sluice/actors/log.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
 
 namespace sluice {
 

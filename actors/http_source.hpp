@@ -12,7 +12,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "messages/source.hpp"
+#include "sluice/messages/source.hpp"
 
 namespace sluice {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "actors/log.hpp"
+#include "sluice/actors/log.hpp"
 
 #include <cstdlib>
 #include <string>

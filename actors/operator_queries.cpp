@@ -1,11 +1,11 @@
-#include "actors/operator_queries.hpp"
+#include "sluice/actors/operator_queries.hpp"
 
 #include <memory>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 
 namespace sluice {
 

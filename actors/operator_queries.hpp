@@ -13,8 +13,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "messages/breaker.hpp"
-#include "messages/call.hpp"
+#include "sluice/messages/breaker.hpp"
+#include "sluice/messages/call.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "actors/payload.hpp"
+#include "sluice/actors/payload.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,12 +1,12 @@
-#include "actors/permit.hpp"
+#include "sluice/actors/permit.hpp"
 
 #include <caf/abstract_actor.hpp>
 #include <caf/actor.hpp>
 #include <caf/attachable.hpp>
 #include <caf/send.hpp>
 
-#include "messages/atoms.hpp"
-#include "runtime/policy/tier_counter.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/policy/tier_counter.hpp"
 
 namespace sluice {
 

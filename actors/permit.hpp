@@ -4,7 +4,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "messages/admission.hpp"
+#include "sluice/messages/admission.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "actors/scope_backend.hpp"
+#include "sluice/actors/scope_backend.hpp"
 
 #include <string>
 #include <unordered_map>
@@ -7,8 +7,8 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
 
 namespace sluice {
 

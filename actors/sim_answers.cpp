@@ -1,4 +1,4 @@
-#include "actors/sim_answers.hpp"
+#include "sluice/actors/sim_answers.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/policy/rng.hpp"
+#include "sluice/runtime/policy/rng.hpp"
 
 namespace sluice::sim {
 

@@ -1,4 +1,4 @@
-#include "actors/simulated_source.hpp"
+#include "sluice/actors/simulated_source.hpp"
 
 #include <stdexcept>
 #include <unordered_map>
@@ -9,9 +9,9 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/attempt_book.hpp"
-#include "actors/sim_answers.hpp"
-#include "runtime/policy/rng.hpp"
+#include "sluice/actors/attempt_book.hpp"
+#include "sluice/actors/sim_answers.hpp"
+#include "sluice/runtime/policy/rng.hpp"
 
 namespace sluice {
 

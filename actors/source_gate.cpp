@@ -1,4 +1,4 @@
-#include "actors/source_gate.hpp"
+#include "sluice/actors/source_gate.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -7,7 +7,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 
 namespace sluice {
 

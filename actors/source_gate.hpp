@@ -9,11 +9,11 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/breaker.hpp"
-#include "messages/source.hpp"
-#include "runtime/policy/aimd.hpp"
-#include "runtime/policy/tier_counter.hpp"
-#include "runtime/policy/token_bucket.hpp"
+#include "sluice/actors/breaker.hpp"
+#include "sluice/messages/source.hpp"
+#include "sluice/runtime/policy/aimd.hpp"
+#include "sluice/runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/token_bucket.hpp"
 
 namespace sluice {
 

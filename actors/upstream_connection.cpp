@@ -1,4 +1,4 @@
-#include "actors/upstream_connection.hpp"
+#include "sluice/actors/upstream_connection.hpp"
 
 #include <cerrno>
 #include <fstream>
@@ -16,7 +16,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>
 
-#include "actors/http_source.hpp"
+#include "sluice/actors/http_source.hpp"
 
 namespace sluice::upstream {
 

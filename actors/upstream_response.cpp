@@ -1,11 +1,11 @@
-#include "actors/upstream_response.hpp"
+#include "sluice/actors/upstream_response.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include <boost/beast/http/field.hpp>
 
-#include "runtime/policy/http_outcome.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
 
 namespace sluice::upstream {
 

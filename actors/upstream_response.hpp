@@ -27,7 +27,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/optional.hpp>
 
-#include "messages/call.hpp"
+#include "sluice/messages/call.hpp"
 
 namespace sluice::upstream {
 

@@ -20,8 +20,8 @@
 #include <caf/stateful_actor.hpp>
 #include <fmt/core.h>
 
-#include "actors/admission.hpp"
-#include "runtime/admission_tiers.hpp"
+#include "sluice/actors/admission.hpp"
+#include "sluice/runtime/admission_tiers.hpp"
 
 namespace {
 

@@ -34,8 +34,8 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include "messages/errors.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace {
 

@@ -9,12 +9,12 @@
 
 #include <benchmark/benchmark.h>
 
-#include "runtime/policy/aimd.hpp"
-#include "runtime/policy/backoff.hpp"
-#include "runtime/policy/breaker_mirror.hpp"
-#include "runtime/policy/breaker_policy.hpp"
-#include "runtime/policy/stall_clock.hpp"
-#include "runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/aimd.hpp"
+#include "sluice/runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/breaker_mirror.hpp"
+#include "sluice/runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/stall_clock.hpp"
+#include "sluice/runtime/policy/tier_counter.hpp"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <caf/stateful_actor.hpp>
 #include <fmt/core.h>
 
-#include "actors/admission.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/admission_tiers.hpp"
+#include "sluice/actors/admission.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/admission_tiers.hpp"
 
 using namespace std::chrono_literals;
 

@@ -17,9 +17,9 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <fmt/core.h>
 
-#include "messages/errors.hpp"
-#include "messages/source.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/messages/source.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 using namespace std::chrono_literals;
 

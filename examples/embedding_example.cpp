@@ -14,8 +14,8 @@
 #include <caf/actor_system_config.hpp>
 #include <fmt/core.h>
 
-#include "messages/errors.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 using namespace std::chrono_literals;
 

@@ -18,12 +18,12 @@
 #include <caf/actor_system_config.hpp>
 #include <fmt/core.h>
 
-#include "messages/errors.hpp"
-#include "runtime/policy/host_port.hpp"
-#include "runtime/config_error.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
-#include "actors/log.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
+#include "sluice/actors/log.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "runtime/config_error.hpp"
-#include "runtime/config_file.hpp"
+#include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/config_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text{reinterpret_cast<const char*>(data), size};

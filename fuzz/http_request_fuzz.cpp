@@ -22,9 +22,9 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
-#include "messages/errors.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "actors/upstream_response.hpp"
+#include "sluice/actors/upstream_response.hpp"
 
 namespace {
 

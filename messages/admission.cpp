@@ -1,4 +1,4 @@
-#include "messages/admission.hpp"
+#include "sluice/messages/admission.hpp"
 
 #include <caf/message.hpp>
 

@@ -7,7 +7,7 @@
 
 #include <caf/error.hpp>
 
-#include "messages/errors.hpp"
+#include "sluice/messages/errors.hpp"
 
 namespace sluice {
 

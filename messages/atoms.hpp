@@ -6,10 +6,10 @@
 #include <caf/atom.hpp>
 #include <caf/type_id.hpp>
 
-#include "messages/admission.hpp"
-#include "messages/breaker.hpp"
-#include "messages/call.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/messages/admission.hpp"
+#include "sluice/messages/breaker.hpp"
+#include "sluice/messages/call.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(sluice, caf::first_custom_type_id)
 

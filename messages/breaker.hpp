@@ -4,9 +4,9 @@
 #include <optional>
 #include <string>
 
-#include "runtime/policy/breaker_policy.hpp"
-#include "runtime/policy/outcome.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
 

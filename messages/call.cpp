@@ -1,4 +1,4 @@
-#include "messages/call.hpp"
+#include "sluice/messages/call.hpp"
 
 namespace sluice {
 

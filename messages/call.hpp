@@ -8,9 +8,9 @@
 
 #include <caf/actor.hpp>
 
-#include "messages/admission.hpp"
-#include "runtime/policy/outcome.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/messages/admission.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "messages/errors.hpp"
+#include "sluice/messages/errors.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/deep_to_string.hpp>

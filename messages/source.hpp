@@ -6,8 +6,8 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
-#include "messages/atoms.hpp"
-#include "messages/call.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/call.hpp"
 
 namespace sluice {
 

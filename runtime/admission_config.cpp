@@ -1,9 +1,9 @@
-#include "runtime/admission_config.hpp"
+#include "sluice/runtime/admission_config.hpp"
 
 #include <string>
 
-#include "runtime/config_error.hpp"
-#include "runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/policy/tier_counter.hpp"
 
 namespace sluice {
 

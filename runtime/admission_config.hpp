@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/admission_tiers.hpp"
+#include "sluice/runtime/admission_tiers.hpp"
 
 namespace sluice {
 

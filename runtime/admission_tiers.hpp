@@ -1,7 +1,7 @@
 #pragma once
 
-#include "actors/admission.hpp"
-#include "runtime/admission_config.hpp"
+#include "sluice/actors/admission.hpp"
+#include "sluice/runtime/admission_config.hpp"
 
 namespace caf {
 class actor_system;

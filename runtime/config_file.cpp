@@ -1,4 +1,4 @@
-#include "runtime/config_file.hpp"
+#include "sluice/runtime/config_file.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
-#include "actors/sim_answers.hpp"
-#include "runtime/policy/host_port.hpp"
-#include "runtime/config_error.hpp"
-#include "runtime/policy/backoff.hpp"
-#include "runtime/policy/model_match.hpp"
+#include "sluice/actors/sim_answers.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
 
 namespace sluice {
 

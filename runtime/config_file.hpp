@@ -6,10 +6,10 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/http_source.hpp"
-#include "runtime/policy/host_port.hpp"
-#include "runtime/config/secret.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/actors/http_source.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/config/secret.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace sluice {
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "runtime/config_file.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <algorithm>
 #include <map>
@@ -13,15 +13,15 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/cluster_tier.hpp"
-#include "actors/log.hpp"
-#include "actors/scope_backend.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/sources.hpp"
-#include "runtime/config_error.hpp"
-#include "runtime/redis/breaker_relay.hpp"
-#include "runtime/redis/lease_pool.hpp"
-#include "runtime/redis/scope_backend.hpp"
+#include "sluice/actors/cluster_tier.hpp"
+#include "sluice/actors/log.hpp"
+#include "sluice/actors/scope_backend.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/sources.hpp"
+#include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/redis/breaker_relay.hpp"
+#include "sluice/runtime/redis/lease_pool.hpp"
+#include "sluice/runtime/redis/scope_backend.hpp"
 
 namespace sluice {
 

@@ -16,14 +16,14 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/cluster_tier.hpp"
-#include "actors/governor.hpp"
-#include "actors/http_source.hpp"
-#include "actors/simulated_source.hpp"
-#include "runtime/admission_config.hpp"
-#include "runtime/admission_tiers.hpp"
-#include "runtime/policy/model_match.hpp"
-#include "runtime/redis/config.hpp"
+#include "sluice/actors/cluster_tier.hpp"
+#include "sluice/actors/governor.hpp"
+#include "sluice/actors/http_source.hpp"
+#include "sluice/actors/simulated_source.hpp"
+#include "sluice/runtime/admission_config.hpp"
+#include "sluice/runtime/admission_tiers.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
+#include "sluice/runtime/redis/config.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/sources.hpp"
+#include "sluice/runtime/sources.hpp"
 
 #include <memory>
 

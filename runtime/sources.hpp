@@ -5,7 +5,7 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/source_gate.hpp"
+#include "sluice/actors/source_gate.hpp"
 
 namespace sluice {
 

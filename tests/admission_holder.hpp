@@ -13,7 +13,7 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 
-#include "actors/admission.hpp"
+#include "sluice/actors/admission.hpp"
 
 namespace sluice::testing {
 

@@ -4,9 +4,9 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/scope_backend.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/sources.hpp"
+#include "sluice/actors/scope_backend.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/sources.hpp"
 
 namespace sluice::testing {
 

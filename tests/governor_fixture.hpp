@@ -11,8 +11,8 @@
 
 #include <caf/actor.hpp>
 
-#include "actors/governor.hpp"
-#include "actors/simulated_source.hpp"
+#include "sluice/actors/governor.hpp"
+#include "sluice/actors/simulated_source.hpp"
 #include "virtual_time.hpp"
 
 namespace sluice::testing {

@@ -10,7 +10,7 @@
 
 #include <spdlog/sinks/ringbuffer_sink.h>
 
-#include "actors/log.hpp"
+#include "sluice/actors/log.hpp"
 
 namespace sluice::testing {
 

@@ -9,7 +9,7 @@
 
 #include <sys/types.h>
 
-#include "runtime/redis/client.hpp"
+#include "sluice/runtime/redis/client.hpp"
 
 namespace sluice::testing {
 

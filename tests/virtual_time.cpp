@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "messages/errors.hpp"
+#include "sluice/messages/errors.hpp"
 
 namespace sluice::testing {
 

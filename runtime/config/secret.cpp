@@ -1,4 +1,4 @@
-#include "runtime/config/secret.hpp"
+#include "sluice/runtime/config/secret.hpp"
 
 #include <cstdlib>
 #include <fstream>

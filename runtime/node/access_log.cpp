@@ -1,4 +1,4 @@
-#include "runtime/node/access_log.hpp"
+#include "sluice/runtime/node/access_log.hpp"
 
 #include <cmath>
 #include <ctime>
@@ -9,8 +9,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/log.hpp"
-#include "runtime/node/responses.hpp"
+#include "sluice/actors/log.hpp"
+#include "sluice/runtime/node/responses.hpp"
 
 namespace sluice::node {
 

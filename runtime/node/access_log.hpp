@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace spdlog {
 class logger;

@@ -1,10 +1,10 @@
-#include "runtime/node/client_keys.hpp"
+#include "sluice/runtime/node/client_keys.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-#include "runtime/admission_tiers.hpp"
-#include "runtime/policy/model_match.hpp"
+#include "sluice/runtime/admission_tiers.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
 
 namespace sluice::node {
 

@@ -15,10 +15,10 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "actors/budget_tier.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/policy/time.hpp"
-#include "runtime/policy/token_bucket.hpp"
+#include "sluice/actors/budget_tier.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/policy/time.hpp"
+#include "sluice/runtime/policy/token_bucket.hpp"
 
 namespace sluice {
 class admission_tiers;

@@ -1,4 +1,4 @@
-#include "runtime/node/connection.hpp"
+#include "sluice/runtime/node/connection.hpp"
 
 #include <array>
 #include <cerrno>
@@ -19,9 +19,9 @@
 
 #include <fmt/format.h>
 
-#include "actors/log.hpp"
-#include "runtime/node/router.hpp"
-#include "runtime/node/status_report.hpp"
+#include "sluice/actors/log.hpp"
+#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/status_report.hpp"
 
 namespace sluice::node {
 

@@ -17,9 +17,9 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "runtime/node/front_state.hpp"
-#include "runtime/node/responses.hpp"
-#include "runtime/node/sse_stream.hpp"
+#include "sluice/runtime/node/front_state.hpp"
+#include "sluice/runtime/node/responses.hpp"
+#include "sluice/runtime/node/sse_stream.hpp"
 
 namespace sluice::node {
 

@@ -1,4 +1,4 @@
-#include "runtime/node/event_hub.hpp"
+#include "sluice/runtime/node/event_hub.hpp"
 
 namespace sluice::node {
 

@@ -1,11 +1,11 @@
-#include "runtime/node/fd_limit.hpp"
+#include "sluice/runtime/node/fd_limit.hpp"
 
 #include <algorithm>
 
 #include <dirent.h>
 #include <sys/resource.h>
 
-#include "actors/log.hpp"
+#include "sluice/actors/log.hpp"
 
 namespace sluice::node {
 

@@ -19,13 +19,13 @@
 #include <boost/asio/strand.hpp>
 #include <caf/actor.hpp>
 
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
-#include "runtime/node/access_log.hpp"
-#include "runtime/node/client_keys.hpp"
-#include "runtime/node/event_hub.hpp"
-#include "runtime/node/metrics.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/node/access_log.hpp"
+#include "sluice/runtime/node/client_keys.hpp"
+#include "sluice/runtime/node/event_hub.hpp"
+#include "sluice/runtime/node/metrics.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace sluice::node {
 

@@ -1,4 +1,4 @@
-#include "runtime/node/metrics.hpp"
+#include "sluice/runtime/node/metrics.hpp"
 
 #include <algorithm>
 #include <chrono>

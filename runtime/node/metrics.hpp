@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "messages/call.hpp"
+#include "sluice/messages/call.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/node/process_metrics.hpp"
+#include "sluice/runtime/node/process_metrics.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -10,7 +10,7 @@
 
 #include <fmt/core.h>
 
-#include "runtime/node/metrics.hpp"
+#include "sluice/runtime/node/metrics.hpp"
 
 namespace sluice::node {
 

@@ -1,4 +1,4 @@
-#include "runtime/node/responses.hpp"
+#include "sluice/runtime/node/responses.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include <boost/beast/http/field.hpp>
 
-#include "runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
 
 namespace sluice::node {
 

@@ -12,8 +12,8 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
-#include "messages/call.hpp"
-#include "messages/errors.hpp"
+#include "sluice/messages/call.hpp"
+#include "sluice/messages/errors.hpp"
 
 namespace sluice::node {
 

@@ -1,4 +1,4 @@
-#include "runtime/node/router.hpp"
+#include "sluice/runtime/node/router.hpp"
 
 #include <algorithm>
 #include <cctype>

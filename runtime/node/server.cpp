@@ -2,7 +2,7 @@
 // and its back-off when descriptors run out), the I/O threads, the /events
 // relay and pings, and the graceful stop. `http_front` is its facade.
 
-#include "runtime/http_front.hpp"
+#include "sluice/runtime/http_front.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -15,14 +15,14 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "messages/atoms.hpp"
-#include "messages/breaker.hpp"
-#include "runtime/config_error.hpp"
-#include "actors/log.hpp"
-#include "runtime/node/connection.hpp"
-#include "runtime/node/fd_limit.hpp"
-#include "runtime/node/front_state.hpp"
-#include "runtime/node/status_report.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/breaker.hpp"
+#include "sluice/runtime/config_error.hpp"
+#include "sluice/actors/log.hpp"
+#include "sluice/runtime/node/connection.hpp"
+#include "sluice/runtime/node/fd_limit.hpp"
+#include "sluice/runtime/node/front_state.hpp"
+#include "sluice/runtime/node/status_report.hpp"
 
 namespace sluice {
 

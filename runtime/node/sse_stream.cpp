@@ -1,4 +1,4 @@
-#include "runtime/node/sse_stream.hpp"
+#include "sluice/runtime/node/sse_stream.hpp"
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_cat.hpp>

@@ -1,14 +1,14 @@
-#include "runtime/node/status_report.hpp"
+#include "sluice/runtime/node/status_report.hpp"
 
 #include <chrono>
 #include <map>
 #include <memory>
 
-#include "messages/atoms.hpp"
-#include "messages/breaker.hpp"
-#include "runtime/node/fd_limit.hpp"
-#include "runtime/node/process_metrics.hpp"
-#include "runtime/node/responses.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/breaker.hpp"
+#include "sluice/runtime/node/fd_limit.hpp"
+#include "sluice/runtime/node/process_metrics.hpp"
+#include "sluice/runtime/node/responses.hpp"
 
 namespace sluice::node {
 

@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/operator_queries.hpp"
-#include "messages/breaker.hpp"
-#include "runtime/node/front_state.hpp"
+#include "sluice/actors/operator_queries.hpp"
+#include "sluice/messages/breaker.hpp"
+#include "sluice/runtime/node/front_state.hpp"
 
 namespace sluice::node {
 

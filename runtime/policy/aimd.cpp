@@ -1,4 +1,4 @@
-#include "runtime/policy/aimd.hpp"
+#include "sluice/runtime/policy/aimd.hpp"
 
 #include <algorithm>
 #include <cmath>

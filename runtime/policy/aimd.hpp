@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
 
 namespace sluice::policy {
 

@@ -1,4 +1,4 @@
-#include "runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/backoff.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

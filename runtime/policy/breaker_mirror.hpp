@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/breaker_policy.hpp"
 
 namespace sluice::policy {
 

@@ -1,4 +1,4 @@
-#include "runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/breaker_policy.hpp"
 
 #include <algorithm>
 #include <cmath>

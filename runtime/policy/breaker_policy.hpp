@@ -5,10 +5,10 @@
 #include <string_view>
 #include <variant>
 
-#include "runtime/policy/backoff.hpp"
-#include "runtime/policy/outcome.hpp"
-#include "runtime/policy/outcome_window.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/outcome_window.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

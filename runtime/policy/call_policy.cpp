@@ -1,4 +1,4 @@
-#include "runtime/policy/call_policy.hpp"
+#include "sluice/runtime/policy/call_policy.hpp"
 
 #include <algorithm>
 #include <stdexcept>

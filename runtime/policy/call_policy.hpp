@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "runtime/policy/backoff.hpp"
-#include "runtime/policy/outcome.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

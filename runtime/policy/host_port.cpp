@@ -1,4 +1,4 @@
-#include "runtime/policy/host_port.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "runtime/policy/http_outcome.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
 
 #include <cctype>
 #include <cstdint>

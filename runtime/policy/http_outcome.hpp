@@ -4,8 +4,8 @@
 #include <optional>
 #include <string_view>
 
-#include "runtime/policy/outcome.hpp"
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

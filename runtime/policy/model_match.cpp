@@ -1,4 +1,4 @@
-#include "runtime/policy/model_match.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
 
 #include <algorithm>
 #include <stdexcept>

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

@@ -1,4 +1,4 @@
-#include "runtime/policy/token_bucket.hpp"
+#include "sluice/runtime/policy/token_bucket.hpp"
 
 #include <algorithm>
 #include <chrono>

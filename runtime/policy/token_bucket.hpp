@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

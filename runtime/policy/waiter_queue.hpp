@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "runtime/policy/time.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::policy {
 

@@ -1,4 +1,4 @@
-#include "runtime/redis/breaker_relay.hpp"
+#include "sluice/runtime/redis/breaker_relay.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -12,8 +12,8 @@
 #include <caf/stateful_actor.hpp>
 #include <nlohmann/json.hpp>
 
-#include "messages/atoms.hpp"
-#include "runtime/redis/client.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/redis/client.hpp"
 
 namespace sluice {
 

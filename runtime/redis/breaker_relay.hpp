@@ -10,8 +10,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "messages/breaker.hpp"
-#include "runtime/redis/config.hpp"
+#include "sluice/messages/breaker.hpp"
+#include "sluice/runtime/redis/config.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/redis/client.hpp"
+#include "sluice/runtime/redis/client.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include "actors/log.hpp"
+#include "sluice/actors/log.hpp"
 
 namespace sluice {
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/policy/time.hpp"
-#include "runtime/redis/config.hpp"
+#include "sluice/runtime/policy/time.hpp"
+#include "sluice/runtime/redis/config.hpp"
 
 struct redisContext;
 struct timeval;

@@ -1,4 +1,4 @@
-#include "runtime/redis/lease_pool.hpp"
+#include "sluice/runtime/redis/lease_pool.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <functional>
 #include <stdexcept>
 
-#include "runtime/redis/lua.hpp"
+#include "sluice/runtime/redis/lua.hpp"
 
 namespace sluice {
 

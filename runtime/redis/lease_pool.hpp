@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/lease_store.hpp"
-#include "runtime/redis/client.hpp"
+#include "sluice/actors/lease_store.hpp"
+#include "sluice/runtime/redis/client.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,4 @@
-#include "runtime/redis/scope_backend.hpp"
+#include "sluice/runtime/redis/scope_backend.hpp"
 
 #include <functional>
 #include <memory>
@@ -11,10 +11,10 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
-#include "runtime/redis/client.hpp"
-#include "runtime/redis/lua.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/redis/client.hpp"
+#include "sluice/runtime/redis/lua.hpp"
 
 namespace sluice {
 

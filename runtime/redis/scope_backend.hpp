@@ -7,7 +7,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "runtime/redis/client.hpp"
+#include "sluice/runtime/redis/client.hpp"
 
 namespace sluice {
 

@@ -11,7 +11,7 @@
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/admission.hpp"
+#include "sluice/actors/admission.hpp"
 #include "admission_holder.hpp"
 #include "virtual_time.hpp"
 

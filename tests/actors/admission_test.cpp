@@ -1,6 +1,6 @@
 // Three-tier admission under one deadline, in virtual time (SPEC §1).
 
-#include "actors/admission.hpp"
+#include "sluice/actors/admission.hpp"
 
 #include <chrono>
 

@@ -18,9 +18,9 @@
 #include <caf/stateful_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/admission.hpp"
+#include "sluice/actors/admission.hpp"
 #include "admission_holder.hpp"
-#include "messages/errors.hpp"
+#include "sluice/messages/errors.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -2,7 +2,7 @@
 // each requester monitored while it has an attempt, so a requester that
 // terminates has its attempts found (and only those still in flight).
 
-#include "actors/attempt_book.hpp"
+#include "sluice/actors/attempt_book.hpp"
 
 #include <algorithm>
 #include <memory>

@@ -1,7 +1,7 @@
 // The breaker actor in virtual time (SPEC §2): transitions, probe leases,
 // generations, broadcast and the mirror.
 
-#include "actors/breaker.hpp"
+#include "sluice/actors/breaker.hpp"
 
 #include <chrono>
 #include <memory>
@@ -14,7 +14,7 @@
 #include <caf/stateful_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

@@ -19,8 +19,8 @@
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/breaker.hpp"
-#include "messages/atoms.hpp"
+#include "sluice/actors/breaker.hpp"
+#include "sluice/messages/atoms.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -1,6 +1,6 @@
 // The tier owner's message behaviour, in virtual time.
 
-#include "actors/budget_tier.hpp"
+#include "sluice/actors/budget_tier.hpp"
 
 #include <chrono>
 
@@ -9,7 +9,7 @@
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

@@ -3,7 +3,7 @@
 // permits that come back when their holder goes, renewals every third of a
 // TTL.
 
-#include "actors/cluster_tier.hpp"
+#include "sluice/actors/cluster_tier.hpp"
 
 #include <chrono>
 #include <memory>
@@ -16,9 +16,9 @@
 #include <catch2/catch.hpp>
 
 #include "fakes/memory_lease_store.hpp"
-#include "messages/admission.hpp"
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
+#include "sluice/messages/admission.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

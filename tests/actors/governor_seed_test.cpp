@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "governor_fixture.hpp"
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

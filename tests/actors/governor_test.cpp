@@ -12,8 +12,8 @@
 #include <catch2/catch.hpp>
 
 #include "governor_fixture.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/sources.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/sources.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

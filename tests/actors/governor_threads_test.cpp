@@ -15,9 +15,9 @@
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -4,7 +4,7 @@
 // header and base_url are right, and running out of file descriptors at a
 // source's first call fails that call, never the process.
 
-#include "actors/http_source.hpp"
+#include "sluice/actors/http_source.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -31,7 +31,7 @@
 
 #include "child_process.hpp"
 #include "fakes/raw_upstream.hpp"
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

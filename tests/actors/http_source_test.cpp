@@ -3,7 +3,7 @@
 // environment and from the call, the upstream target, and cancellation
 // closing the upstream request.
 
-#include "actors/http_source.hpp"
+#include "sluice/actors/http_source.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -25,8 +25,8 @@
 #include <catch2/catch.hpp>
 
 #include "fakes/raw_upstream.hpp"
-#include "messages/atoms.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/runtime.hpp"
 #include "test_upstream.hpp"
 
 using namespace std::chrono_literals;

@@ -5,7 +5,7 @@
 // cancellation closing the TLS connection. Real sockets, so real time with
 // generous bounds.
 
-#include "actors/http_source.hpp"
+#include "sluice/actors/http_source.hpp"
 
 #include <chrono>
 #include <memory>
@@ -24,7 +24,7 @@
 
 #include "fakes/tls_upstream.hpp"
 #include "log_capture.hpp"
-#include "messages/atoms.hpp"
+#include "sluice/messages/atoms.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -2,8 +2,8 @@
 // completions, chunk streams with usage last, embeddings as floats or
 // base64 float32, deterministic per input.
 
-#include "actors/sim_answers.hpp"
-#include "actors/payload.hpp"
+#include "sluice/actors/sim_answers.hpp"
+#include "sluice/actors/payload.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -2,7 +2,7 @@
 // each attempt's outcome (AIMD) and wakes as many watchers as permits are
 // free, longest-waiting first, each once.
 
-#include "actors/source_gate.hpp"
+#include "sluice/actors/source_gate.hpp"
 
 #include <memory>
 #include <string>
@@ -13,8 +13,8 @@
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
-#include "messages/admission.hpp"
-#include "messages/atoms.hpp"
+#include "sluice/messages/admission.hpp"
+#include "sluice/messages/atoms.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "actors/lease_store.hpp"
+#include "sluice/actors/lease_store.hpp"
 
 namespace sluice::testing {
 

@@ -1,4 +1,4 @@
-#include "messages/errors.hpp"
+#include "sluice/messages/errors.hpp"
 
 #include <set>
 #include <string>
@@ -6,7 +6,7 @@
 #include <caf/actor_system_config.hpp>
 #include <catch2/catch.hpp>
 
-#include "messages/admission.hpp"
+#include "sluice/messages/admission.hpp"
 
 using namespace sluice;
 

@@ -1,10 +1,10 @@
-#include "runtime/admission_config.hpp"
+#include "sluice/runtime/admission_config.hpp"
 
 #include <chrono>
 
 #include <catch2/catch.hpp>
 
-#include "runtime/config_error.hpp"
+#include "sluice/runtime/config_error.hpp"
 
 using namespace std::chrono_literals;
 using sluice::admission_config;

@@ -18,10 +18,10 @@
 #include <nlohmann/json.hpp>
 
 #include "loopback_http.hpp"
-#include "messages/errors.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
-#include "runtime/redis/lease_pool.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/redis/lease_pool.hpp"
 #include "test_redis.hpp"
 #include "test_upstream.hpp"
 

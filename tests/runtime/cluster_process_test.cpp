@@ -21,7 +21,7 @@
 
 #include "child_process.hpp"
 #include "loopback_http.hpp"
-#include "runtime/redis/lease_pool.hpp"
+#include "sluice/runtime/redis/lease_pool.hpp"
 #include "test_redis.hpp"
 #include "test_upstream.hpp"
 

@@ -1,6 +1,6 @@
 // The config file: strict TOML with errors that name the key and the line.
 
-#include "runtime/config_file.hpp"
+#include "sluice/runtime/config_file.hpp"
 
 #include <chrono>
 #include <cstdlib>
@@ -12,8 +12,8 @@
 
 #include "fakes/tls_upstream.hpp"
 #include "log_capture.hpp"
-#include "runtime/policy/host_port.hpp"
-#include "runtime/config_error.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/config_error.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

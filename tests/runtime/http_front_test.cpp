@@ -2,7 +2,7 @@
 // scheduler: routes, JSON errors with the right statuses, tool_busy with
 // Retry-After, and a client disconnect cancelling its call.
 
-#include "runtime/http_front.hpp"
+#include "sluice/runtime/http_front.hpp"
 
 #include <chrono>
 #include <thread>
@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "loopback_http.hpp"
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

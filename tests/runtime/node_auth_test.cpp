@@ -18,7 +18,7 @@
 
 #include "loopback_http.hpp"
 #include "node_fixture.hpp"
-#include "runtime/config_error.hpp"
+#include "sluice/runtime/config_error.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -29,9 +29,9 @@
 #include "child_process.hpp"
 #include "fakes/script_upstream.hpp"
 #include "loopback_http.hpp"
-#include "messages/errors.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

@@ -16,9 +16,9 @@
 #include "fakes/script_upstream.hpp"
 #include "loopback_http.hpp"
 #include "node_fixture.hpp"
-#include "messages/errors.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice;

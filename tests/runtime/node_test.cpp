@@ -22,9 +22,9 @@
 
 #include "fakes/tls_upstream.hpp"
 #include "loopback_http.hpp"
-#include "messages/errors.hpp"
-#include "runtime/config_file.hpp"
-#include "runtime/http_front.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
 #include "test_upstream.hpp"
 
 using namespace std::chrono_literals;

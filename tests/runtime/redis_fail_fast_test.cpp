@@ -19,11 +19,11 @@
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "runtime/redis/scope_backend.hpp"
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
-#include "runtime/redis/client.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/redis/scope_backend.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/redis/client.hpp"
+#include "sluice/runtime/runtime.hpp"
 #include "test_redis.hpp"
 
 using namespace std::chrono_literals;

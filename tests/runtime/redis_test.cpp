@@ -17,13 +17,13 @@
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "runtime/redis/scope_backend.hpp"
-#include "messages/atoms.hpp"
-#include "messages/errors.hpp"
-#include "runtime/redis/breaker_relay.hpp"
-#include "runtime/redis/client.hpp"
-#include "runtime/redis/lease_pool.hpp"
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/redis/scope_backend.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/redis/breaker_relay.hpp"
+#include "sluice/runtime/redis/client.hpp"
+#include "sluice/runtime/redis/lease_pool.hpp"
+#include "sluice/runtime/runtime.hpp"
 #include "test_redis.hpp"
 
 using namespace std::chrono_literals;

@@ -1,7 +1,7 @@
 // The embedding facade: config errors that name the key, calls through
 // callbacks, cancellation, sessions, weighted routes (virtual time).
 
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <chrono>
 #include <map>
@@ -10,8 +10,8 @@
 #include <caf/scoped_actor.hpp>
 #include <catch2/catch.hpp>
 
-#include "messages/atoms.hpp"
-#include "runtime/config_error.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/config_error.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/runtime.hpp"
+#include "sluice/runtime/runtime.hpp"
 #include "virtual_time.hpp"
 
 using namespace std::chrono_literals;

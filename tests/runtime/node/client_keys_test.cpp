@@ -5,9 +5,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "runtime/node/access_log.hpp"
-#include "runtime/node/client_keys.hpp"
-#include "runtime/node/router.hpp"
+#include "sluice/runtime/node/access_log.hpp"
+#include "sluice/runtime/node/client_keys.hpp"
+#include "sluice/runtime/node/router.hpp"
 
 using namespace sluice;
 using namespace sluice::node;

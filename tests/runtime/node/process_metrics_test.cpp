@@ -10,8 +10,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/node/metrics.hpp"
-#include "runtime/node/process_metrics.hpp"
+#include "sluice/runtime/node/metrics.hpp"
+#include "sluice/runtime/node/process_metrics.hpp"
 
 using namespace sluice::node;
 

@@ -6,7 +6,7 @@
 #include <boost/beast/http/field.hpp>
 #include <catch2/catch.hpp>
 
-#include "runtime/node/responses.hpp"
+#include "sluice/runtime/node/responses.hpp"
 
 using namespace sluice;
 using namespace sluice::node;

@@ -1,7 +1,7 @@
 // Which attempt outcomes move a source's AIMD limit (the one place that
 // decides it: aimd_limit::on_outcome).
 
-#include "runtime/policy/aimd.hpp"
+#include "sluice/runtime/policy/aimd.hpp"
 
 #include <catch2/catch.hpp>
 

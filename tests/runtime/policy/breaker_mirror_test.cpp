@@ -3,7 +3,7 @@
 // history below is plain memory, so TSan reports a race if the mirror's
 // publication did not order it.
 
-#include "runtime/policy/breaker_mirror.hpp"
+#include "sluice/runtime/policy/breaker_mirror.hpp"
 
 #include <atomic>
 #include <chrono>

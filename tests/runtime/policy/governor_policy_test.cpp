@@ -7,11 +7,11 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/policy/aimd.hpp"
-#include "runtime/policy/backoff.hpp"
-#include "runtime/policy/call_policy.hpp"
-#include "runtime/policy/stall_clock.hpp"
-#include "runtime/policy/token_bucket.hpp"
+#include "sluice/runtime/policy/aimd.hpp"
+#include "sluice/runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/call_policy.hpp"
+#include "sluice/runtime/policy/stall_clock.hpp"
+#include "sluice/runtime/policy/token_bucket.hpp"
 
 using namespace std::chrono_literals;
 using namespace sluice::policy;

@@ -1,6 +1,6 @@
 // Model names against a route's table and a key's allowed models.
 
-#include "runtime/policy/model_match.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
 
 #include <stdexcept>
 #include <string>

@@ -1,4 +1,4 @@
-#include "runtime/policy/outcome_window.hpp"
+#include "sluice/runtime/policy/outcome_window.hpp"
 
 #include <chrono>
 #include <stdexcept>

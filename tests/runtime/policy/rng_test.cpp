@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "runtime/policy/rng.hpp"
+#include "sluice/runtime/policy/rng.hpp"
 
 using sluice::policy::small_rng;
 

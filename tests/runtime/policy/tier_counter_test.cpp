@@ -1,4 +1,4 @@
-#include "runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/tier_counter.hpp"
 
 #include <atomic>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "runtime/policy/waiter_queue.hpp"
+#include "sluice/runtime/policy/waiter_queue.hpp"
 
 #include <chrono>
 #include <vector>

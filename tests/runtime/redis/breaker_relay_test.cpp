@@ -3,7 +3,7 @@
 // of another node, every field checked for its type, the open period
 // saturated -- and no input that throws.
 
-#include "runtime/redis/breaker_relay.hpp"
+#include "sluice/runtime/redis/breaker_relay.hpp"
 
 #include <chrono>
 #include <string>
