@@ -1,0 +1,558 @@
+#include "sluice/actors/http_client.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <caf/actor.hpp>
+#include <caf/send.hpp>
+
+#include "sluice/actors/log.hpp"
+#include "sluice/messages/atoms.hpp"
+#include "sluice/actors/upstream_connection.hpp"
+#include "sluice/actors/upstream_request.hpp"
+#include "sluice/actors/upstream_response.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
+
+namespace sluice::upstream {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
+// Everything below runs on that one thread.
+//
+// Owned by its source actor alone: the actor's state destroys it (through
+// `dispose`), which stops and joins the I/O thread first, so no handler ever
+// runs after the destruction. Handlers therefore capture `this`.
+//
+// No exception leaves a handler: each is wrapped by `guarded`, which fails
+// its exchange as `transient` (SPEC §7); the thread's `run()` loop catches
+// whatever still gets through and keeps the loop running.
+class http_client::engine {
+public:
+  using done_fn = std::function<void(source_reply)>;
+
+private:
+  using clock_type = std::chrono::steady_clock;
+
+  struct exchange {
+    uint64_t id = 0;
+    std::unique_ptr<upstream::connection> stream;
+    bool reused = false;
+    http::request<http::string_body> req;
+    /// The answer being read (a new one per request sent).
+    std::optional<upstream::response_reader> reader;
+    done_fn done;
+    /// Where a streamed call's bytes go (unset: a unary call).
+    caf::actor stream_to;
+    uint64_t tag = 0;
+    clock_type::time_point sent{};
+    /// The attempt's own deadline (`call_request::timeout`), if it has one.
+    std::optional<clock_type::time_point> deadline;
+    /// Why the connection could not be set up, for the reply's body (a
+    /// TLS refusal's reason; empty: the generic note).
+    std::string setup_failure;
+  };
+  using exchange_ptr = std::shared_ptr<exchange>;
+
+  // Wraps a handler of `ex` so that no exception leaves it: one that is
+  // thrown fails `ex` as transient (closing its connection).
+  template <class F>
+  auto guarded(const exchange_ptr& ex, const char* step, F f) {
+    return [this, ex, step, f = std::move(f)](auto&&... xs) mutable {
+      try {
+        f(std::forward<decltype(xs)>(xs)...);
+      } catch (const std::exception& e) {
+        on_exception(ex, step, e.what());
+      } catch (...) {
+        on_exception(ex, step, "unknown exception");
+      }
+    };
+  }
+
+  void on_exception(const exchange_ptr& ex, const char* step,
+                    const char* what) noexcept {
+    try {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: attempt failed in {}: {}", where_, step,
+                  what);
+      if (ex->stream)
+        ex->stream->close();
+      fail(ex, policy::outcome_kind::transient);
+    } catch (...) {
+      // Nothing left to do that could not throw again; the requester's
+      // own deadline answers it.
+    }
+  }
+
+public:
+  /// Throws when the I/O machinery cannot be built (no file descriptors, no
+  /// thread): better now, at the source's start, than at its first call.
+  engine(const http_source_config& cfg,
+                std::shared_ptr<http_source_stats> stats)
+      : cfg_(cfg)
+      , stats_(std::move(stats))
+      , work_(net::make_work_guard(ioc_))
+      , resolver_(ioc_) {
+    std::string why;
+    url_ = *parse_url(cfg.base_url, why); // validated at spawn
+    where_ = log_label(cfg);
+    host_header_ = bracketed(url_.host);
+    if (url_.port != (url_.https ? "443" : "80"))
+      host_header_ += ":" + url_.port;
+    if (url_.https) {
+      auto tls = cfg.tls.value_or(http_tls_config{});
+      tls_ = upstream::make_tls_context(tls);
+      peer_name_ = tls.server_name.empty() ? url_.host : tls.server_name;
+      verify_ = tls.verify;
+    }
+    beast::error_code ec;
+    auto addr = net::ip::make_address(url_.host, ec);
+    if (!ec)
+      endpoint_ = tcp::endpoint{
+          addr, static_cast<unsigned short>(std::stoul(url_.port))};
+    for (auto& [name, value] : cfg.headers)
+      headers_.emplace_back(name, header_value(value));
+    // Asio builds its reactor (an epoll descriptor, an eventfd, a timerfd)
+    // on the first socket or timer of an io_context. A source used only on
+    // failover would otherwise build it at its first call -- perhaps when
+    // the process has no descriptor left, and Asio throws from deep inside
+    // a handler then. A stream (socket and timer) built now builds it now.
+    { beast::tcp_stream warm{ioc_}; }
+    thread_ = std::thread{[this] { run(); }};
+  }
+
+  ~engine() {
+    work_.reset();
+    ioc_.stop();
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  /// Whether the caller runs on this engine's I/O thread.
+  bool on_io_thread() const noexcept {
+    return std::this_thread::get_id() == thread_.get_id();
+  }
+
+  void start(uint64_t id, call_request req, done_fn done) {
+    net::post(ioc_, [self = this, id, req = std::move(req),
+                     done = std::move(done)]() mutable {
+      auto ex = std::make_shared<exchange>();
+      ex->id = id;
+      ex->done = std::move(done);
+      self->guarded(ex, "start",
+                    [self, ex, &req] { self->begin(ex, std::move(req)); })();
+    });
+  }
+
+  /// The requester is gone: close its upstream request now.
+  void cancel(uint64_t id) {
+    net::post(ioc_, [self = this, id] {
+      auto i = self->active_.find(id);
+      if (i == self->active_.end())
+        return;
+      auto ex = i->second;
+      self->active_.erase(i);
+      ex->done = nullptr; // nobody waits for it any more
+      if (ex->stream)
+        ex->stream->close();
+      ++self->stats_->cancelled;
+    });
+  }
+
+private:
+  // The I/O thread. An exception out of `run()` is a handler that escaped
+  // its guard: log it and keep serving the other exchanges.
+  void run() noexcept {
+    for (;;) {
+      try {
+        ioc_.run();
+        return; // stopped
+      } catch (const std::exception& e) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::err,
+                    "http source {}: I/O loop caught: {}", where_, e.what());
+      } catch (...) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::err,
+                    "http source {}: I/O loop caught an unknown exception",
+                    where_);
+      }
+    }
+  }
+
+  // `d`, but no later than the attempt's deadline.
+  static clock_type::duration within_deadline(const exchange& ex,
+                                              clock_type::duration d) {
+    if (!ex.deadline)
+      return d;
+    return std::min(d, std::max(clock_type::duration::zero(),
+                                *ex.deadline - clock_type::now()));
+  }
+
+  static bool past_deadline(const exchange& ex) {
+    return ex.deadline && clock_type::now() >= *ex.deadline;
+  }
+
+  upstream::response_limits limits_for(const exchange& ex) const {
+    upstream::response_limits lim;
+    lim.max_body_bytes = cfg_.max_body_bytes;
+    lim.max_error_body_bytes = cfg_.max_error_body_bytes;
+    lim.stream_2xx = static_cast<bool>(ex.stream_to);
+    return lim;
+  }
+
+  void begin(const exchange_ptr& ex, call_request call) {
+    ex->stream_to = std::move(call.stream_to);
+    ex->tag = call.stream_tag;
+    if (call.timeout > duration::zero())
+      ex->deadline = clock_type::now() + call.timeout;
+    active_[ex->id] = ex;
+    ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
+    ex->req.set(http::field::host, host_header_);
+    ex->req.set(http::field::content_type, "application/json");
+    ex->req.set(http::field::user_agent, "sluice");
+    for (auto& [name, value] : headers_)
+      ex->req.set(name, value);
+    // The caller's headers come after the source's own and never replace
+    // one of them: a name the source set (its config included) or owns is
+    // skipped; the rest are added as given, repeats kept (tracestate).
+    std::vector<const std::pair<std::string, std::string>*> extra;
+    for (auto& h : call.headers)
+      if (extra.size() < max_call_headers && forwardable(h.first, h.second) &&
+          ex->req.find(h.first) == ex->req.end())
+        extra.push_back(&h);
+    for (auto* h : extra)
+      ex->req.insert(h->first, h->second);
+    ex->req.keep_alive(true);
+    ex->req.body() = std::move(call.payload);
+    ex->req.prepare_payload();
+    connect_or_reuse(ex);
+  }
+
+  void connect_or_reuse(const exchange_ptr& ex) {
+    while (!idle_.empty()) {
+      auto s = std::move(idle_.front());
+      idle_.pop_front();
+      if (auto why = s->reuse_problem()) {
+        ++stats_->pool_discards;
+        static log_limit lim;
+        log_limited(lim, spdlog::level::info,
+                    "http source {}: pooled connection discarded: {}", where_,
+                    why);
+        continue; // `s` closes here
+      }
+      ex->stream = std::move(s);
+      ex->reused = true;
+      ++stats_->connections_reused;
+      return send(ex);
+    }
+    ex->reused = false;
+    ex->stream = std::make_unique<upstream::connection>(ioc_, tls_.get());
+    auto connected = [this, ex](beast::error_code ec) {
+      if (ec) {
+        static log_limit lim;
+        log_limited(lim, spdlog::level::info,
+                    "http source {}: connect failed: {}", where_, ec.message());
+        return setup_failed(ex);
+      }
+      ++stats_->connections_opened;
+      if (ex->stream->secure())
+        return handshake(ex);
+      send(ex);
+    };
+    if (endpoint_) {
+      // An address: nothing to resolve (and no resolver thread to start).
+      ex->stream->tcp().expires_after(
+          within_deadline(*ex, cfg_.connect_timeout));
+      ex->stream->tcp().async_connect(*endpoint_,
+                                      guarded(ex, "connect", connected));
+      return;
+    }
+    // Resolve, then connect, each under the connect timeout.
+    resolver_.async_resolve(
+        url_.host, url_.port,
+        guarded(ex, "resolve",
+                [this, ex, connected](beast::error_code ec,
+                                      tcp::resolver::results_type results) {
+                  if (ec) {
+                    static log_limit lim;
+                    log_limited(lim, spdlog::level::info,
+                                "http source {}: resolving failed: {}", where_,
+                                ec.message());
+                    return setup_failed(ex);
+                  }
+                  ex->stream->tcp().expires_after(
+                      within_deadline(*ex, cfg_.connect_timeout));
+                  ex->stream->tcp().async_connect(
+                      results, guarded(ex, "connect",
+                                       [connected](beast::error_code ec,
+                                                   const tcp::endpoint&) {
+                                         connected(ec);
+                                       }));
+                }));
+  }
+
+  // The TLS handshake of a new connection, under its own connect timeout
+  // (it is part of setting the connection up). A refused certificate is
+  // logged with OpenSSL's reason, which an operator can act on (unknown
+  // CA, wrong name, expired), and that reason is the reply's body.
+  void handshake(const exchange_ptr& ex) {
+    if (!ex->stream->expect_peer(peer_name_, verify_)) {
+      ++stats_->tls_handshake_failures;
+      return setup_failed(ex);
+    }
+    ex->stream->tcp().expires_after(within_deadline(*ex, cfg_.connect_timeout));
+    ex->stream->async_handshake(
+        guarded(ex, "handshake", [this, ex](beast::error_code ec) {
+          if (!ec) {
+            ++stats_->tls_handshakes;
+            return send(ex);
+          }
+          ++stats_->tls_handshake_failures;
+          auto refused = ex->stream->verify_failure();
+          if (!refused.empty()) {
+            ++stats_->tls_verify_failures;
+            static log_limit lim;
+            log_limited(lim, spdlog::level::warn,
+                        "http source {}: TLS certificate of '{}' refused: {}",
+                        where_, peer_name_, refused);
+            ex->setup_failure = "upstream TLS certificate refused: " + refused;
+            return setup_failed(ex);
+          }
+          auto why = ec == beast::error::timeout ? std::string{"timed out"}
+                                                 : ec.message();
+          static log_limit lim;
+          log_limited(lim, spdlog::level::info,
+                      "http source {}: TLS handshake failed: {}", where_, why);
+          ex->setup_failure = "upstream TLS handshake failed: " + why;
+          setup_failed(ex);
+        }));
+  }
+
+  // The connection could not be set up (resolving, connecting, the TLS
+  // handshake): a connection failure, `transient`, unless the attempt's own
+  // deadline ended it.
+  void setup_failed(const exchange_ptr& ex) {
+    fail(ex, past_deadline(*ex) ? policy::outcome_kind::timeout
+                                : policy::outcome_kind::transient);
+  }
+
+  // The next read's deadline: the first body byte within
+  // `first_byte_timeout` of sending, later ones within `idle_timeout` of the
+  // last, and everything within `response_timeout`.
+  void arm(const exchange_ptr& ex) {
+    auto now = clock_type::now();
+    auto until = ex->sent + cfg_.response_timeout;
+    if (ex->deadline)
+      until = std::min(until, *ex->deadline);
+    auto next = ex->reader->body_bytes() == 0
+                    ? ex->sent + cfg_.first_byte_timeout
+                    : now + cfg_.idle_timeout;
+    ex->stream->tcp().expires_after(std::min(until, next) - now);
+  }
+
+  void send(const exchange_ptr& ex) {
+    ex->sent = clock_type::now();
+    ex->stream->tcp().expires_after(
+        within_deadline(*ex, cfg_.first_byte_timeout));
+    ex->reader.emplace(limits_for(*ex));
+    // Write the request, then read the answer as it comes.
+    http::async_write(
+        *ex->stream, ex->req,
+        guarded(ex, "write", [this, ex](beast::error_code ec, std::size_t) {
+          if (ec)
+            return retry_or_fail(ex, ec);
+          read_more(ex);
+        }));
+  }
+
+  void read_more(const exchange_ptr& ex) {
+    if (!ex->done)
+      return; // cancelled
+    arm(ex);
+    ex->stream->async_read_some(
+        ex->reader->prepare(),
+        guarded(ex, "read", [this, ex](beast::error_code ec, std::size_t n) {
+          on_read(ex, ec, n);
+        }));
+  }
+
+  void on_read(const exchange_ptr& ex, beast::error_code ec, std::size_t n) {
+    if (!ex->done)
+      return; // cancelled
+    auto& rd = *ex->reader;
+    if (n > 0) {
+      rd.commit(n);
+      pass_on(ex);
+    }
+    if (rd.verdict() == upstream::read_verdict::reading && ec) {
+      if (!upstream::is_end_of_stream(ec) ||
+          (ex->reused && !rd.received_any()))
+        return retry_or_fail(ex, ec);
+      rd.eof(); // an answer delimited by the close, or one cut short
+      pass_on(ex);
+    }
+    if (rd.verdict() == upstream::read_verdict::reading)
+      return read_more(ex);
+    finish(ex);
+  }
+
+  // A streamed 2xx answer's bytes go on now; the governor relays them.
+  void pass_on(const exchange_ptr& ex) {
+    auto& rd = *ex->reader;
+    if (!rd.streaming() || !ex->done)
+      return;
+    auto piece = rd.take_body();
+    if (!piece.empty())
+      caf::anon_send(ex->stream_to, stream_chunk_atom_v, ex->tag,
+                     std::move(piece));
+  }
+
+  // A pooled connection the upstream had closed fails at once: try once more
+  // on a fresh one. Anything else is the attempt's outcome.
+  void retry_or_fail(const exchange_ptr& ex, beast::error_code ec) {
+    if (!ex->done)
+      return; // cancelled
+    if (ex->reused && !ex->reader->received_any() &&
+        ec != beast::error::timeout) {
+      ex->stream->close();
+      return connect_or_reuse(ex);
+    }
+    if (upstream::is_tls_error(ec)) {
+      // E.g. an alert after the handshake: the upstream wanted a client
+      // certificate it did not get (TLS 1.3 says so only then).
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn, "http source {}: TLS error: {}",
+                  where_, ec.message());
+    }
+    fail(ex, ec == beast::error::timeout ? policy::outcome_kind::timeout
+                                         : policy::outcome_kind::transient);
+  }
+
+  void fail(const exchange_ptr& ex, policy::outcome_kind kind) {
+    if (!ex->done)
+      return;
+    active_.erase(ex->id);
+    if (ex->stream)
+      ex->stream->close();
+    source_reply r;
+    r.kind = kind;
+    if (ex->reader && ex->reader->header_done()) {
+      r.status = ex->reader->status();
+      r.body = kind == policy::outcome_kind::timeout
+                   ? R"({"error":"upstream went silent in its answer"})"
+                   : R"({"error":"upstream closed its answer early"})";
+    } else if (!ex->setup_failure.empty()) {
+      r.body = R"({"error":")" + json_safe(ex->setup_failure) + R"("})";
+    } else {
+      r.body = kind == policy::outcome_kind::timeout
+                   ? R"({"error":"upstream did not answer in time"})"
+                   : R"({"error":"upstream unreachable"})";
+    }
+    auto done = std::move(ex->done);
+    done(std::move(r));
+  }
+
+  // The reading ended (complete, too large, or a framing error).
+  void finish(const exchange_ptr& ex) {
+    if (!ex->done)
+      return;
+    active_.erase(ex->id);
+    auto& rd = *ex->reader;
+    auto status = rd.status();
+    if (rd.verdict() == upstream::read_verdict::framing_error) {
+      ++stats_->framing_errors;
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: framing error in an answer (status {}): "
+                  "{}; connection closed",
+                  where_, status, rd.problem());
+    } else if (rd.verdict() == upstream::read_verdict::too_large) {
+      ++stats_->oversized_bodies;
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: answer body (HTTP {}) over its limit; "
+                  "connection closed",
+                  where_, status);
+    }
+    if (upstream::is_auth_refusal(status)) {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: the upstream refused the gateway's "
+                  "credentials (HTTP {}); answered 502, body withheld",
+                  where_, status);
+    }
+    auto r = upstream::make_reply(rd, std::chrono::system_clock::now());
+    if (rd.reusable() && idle_.size() < cfg_.max_idle_connections) {
+      idle_.push_back(std::move(ex->stream));
+    } else {
+      ex->stream->close();
+    }
+    auto done = std::move(ex->done);
+    done(std::move(r));
+  }
+
+  http_source_config cfg_;
+  parsed_url url_;
+  /// The Host header: `host[:port]`, the port left out when it is 80.
+  std::string host_header_;
+  /// Names the source in log lines (no userinfo: `validate` refuses it).
+  std::string where_;
+  /// An https:// source's TLS context (null: plain TCP), the name its
+  /// upstream's certificate must hold (and SNI), and whether it is checked.
+  std::shared_ptr<net::ssl::context> tls_;
+  std::string peer_name_;
+  bool verify_ = true;
+  /// The upstream's address when `base_url` names one (no resolving).
+  std::optional<tcp::endpoint> endpoint_;
+  std::vector<std::pair<std::string, std::string>> headers_;
+  std::shared_ptr<http_source_stats> stats_;
+  net::io_context ioc_;
+  net::executor_work_guard<net::io_context::executor_type> work_;
+  tcp::resolver resolver_;
+  std::thread thread_;
+  std::deque<std::unique_ptr<upstream::connection>> idle_;
+  std::unordered_map<uint64_t, exchange_ptr> active_;
+};
+
+// -- http_client ---------------------------------------------------------------
+
+http_client::http_client(const http_source_config& cfg,
+                         std::shared_ptr<http_source_stats> stats)
+    : engine_(std::make_unique<engine>(cfg, std::move(stats))) {
+  // nop
+}
+
+http_client::~http_client() = default;
+
+void http_client::dispose(std::unique_ptr<http_client> c) {
+  if (c && c->engine_->on_io_thread()) {
+    std::thread{[c = std::move(c)]() mutable { c.reset(); }}.detach();
+    return;
+  }
+  c.reset();
+}
+
+void http_client::start(uint64_t id, call_request req, done_fn done) {
+  engine_->start(id, std::move(req), std::move(done));
+}
+
+void http_client::cancel(uint64_t id) {
+  engine_->cancel(id);
+}
+
+} // namespace sluice::upstream
