@@ -394,11 +394,11 @@ runtime::live_sessions() const {
   std::vector<std::pair<std::string, tier_status>> out;
   {
     std::lock_guard<std::mutex> guard{sessions_mx_};
-    for (auto& [id, kept] : sessions_) {
-      auto s = kept.tier.status();
+    sessions_.for_each([&](const std::string& id, const tier_handle& t) {
+      auto s = t.status();
       if (s.in_use > 0 || s.waiting > 0)
         out.emplace_back(id, s);
-    }
+    });
   }
   std::sort(out.begin(), out.end(),
             [](auto& a, auto& b) { return a.first < b.first; });
@@ -423,49 +423,19 @@ std::vector<std::string> runtime::scopes() const {
 tier_handle runtime::session(const std::string& id) {
   auto now = sys_.clock().now();
   std::lock_guard<std::mutex> guard{sessions_mx_};
-  auto idle = [](const kept_session& k) {
-    auto s = k.tier.status();
+  auto idle = [](const tier_handle& t) {
+    auto s = t.status();
     return s.in_use == 0 && s.waiting == 0;
   };
-  auto drop = [this](std::unordered_map<std::string, kept_session>::iterator
-                         j) {
-    session_order_.erase(j->second.order);
-    return sessions_.erase(j);
-  };
-  // Drop the tiers of sessions idle past the TTL, at most once a second.
+  // Sessions idle past the TTL go here, at most once a second: the runtime
+  // has no timer of its own. NOTE: a runtime no longer called keeps its
+  // last idle sessions (at most max_kept_sessions tiers).
   if (now - last_sweep_ >= std::chrono::seconds{1}) {
     last_sweep_ = now;
-    for (auto j = sessions_.begin(); j != sessions_.end();)
-      j = idle(j->second) && now - j->second.last_used >= session_idle_ttl
-              ? drop(j)
-              : std::next(j);
+    sessions_.sweep(now, idle);
   }
-  auto i = sessions_.find(id);
-  if (i == sessions_.end()) {
-    // Over the cap: the least recently used idle sessions make room. A busy
-    // one met on the way moves to the back (it is in use, so recent).
-    // NOTE: at most 64 looks per new session, so a cap full of busy
-    // sessions costs O(1) per call and lets the count pass the cap (by at
-    // most the calls in flight, which the global tier bounds).
-    for (size_t looked = 0;
-         sessions_.size() >= max_kept_sessions && looked < 64; ++looked) {
-      auto oldest = sessions_.find(session_order_.front());
-      if (idle(oldest->second))
-        drop(oldest);
-      else
-        session_order_.splice(session_order_.end(), session_order_,
-                              oldest->second.order);
-    }
-    kept_session fresh;
-    fresh.tier = tiers_.new_session();
-    fresh.order = session_order_.insert(session_order_.end(), id);
-    i = sessions_.emplace(id, std::move(fresh)).first;
-  } else {
-    session_order_.splice(session_order_.end(), session_order_,
-                          i->second.order);
-  }
-  i->second.last_used = now;
-  return i->second.tier;
+  return sessions_.use(
+      id, now, [this] { return tiers_.new_session(); }, idle);
 }
 
 size_t runtime::kept_session_count() const {

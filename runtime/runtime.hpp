@@ -23,6 +23,7 @@
 #include "sluice/runtime/admission_config.hpp"
 #include "sluice/runtime/admission_tiers.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
+#include "sluice/runtime/policy/session_cache.hpp"
 #include "sluice/runtime/redis/config.hpp"
 
 namespace sluice {
@@ -346,16 +347,9 @@ private:
   std::map<std::string, route_entry> routes_;
   /// Route names in the order they were added.
   std::vector<std::string> route_order_;
-  struct kept_session {
-    tier_handle tier;
-    time_point last_used;
-    /// Its place in `session_order_`.
-    std::list<std::string>::iterator order;
-  };
   mutable std::mutex sessions_mx_;
-  std::unordered_map<std::string, kept_session> sessions_;
-  /// Session ids, least recently used first.
-  std::list<std::string> session_order_;
+  policy::session_cache<tier_handle> sessions_{session_idle_ttl,
+                                               max_kept_sessions};
   time_point last_sweep_{};
   std::atomic<uint64_t> next_seed_;
   /// Filled by functors attached to the actors of each source.
