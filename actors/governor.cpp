@@ -489,61 +489,62 @@ std::vector<size_t> candidate_order(governor_state& st) {
 void try_candidate(governor_actor* self,
                    std::shared_ptr<const std::vector<size_t>> order, size_t i) {
   auto& st = self->state;
-  if (i == order->size()) {
-    check_stall(self, [self] { wait_for_source(self); });
-    return;
-  }
-  auto idx = (*order)[i];
-  const auto& src = st.route().sources[idx];
-  // The mirror skips an open breaker without a message.
-  if (src.breaker.is_open() || !src.tier->try_acquire()) {
-    try_candidate(self, std::move(order), i + 1);
-    return;
-  }
-  auto permit = src.tier->next_permit_id();
-  attach_permit(self, src.tier, src.gate, permit);
-  auto seen = src.breaker.mirror->load();
-  // Rate quota: a token per attempt. Taken before the breaker's answer, so a
-  // rejected attempt spends a token (conservative: never over the rate).
-  if (src.quota) {
-    auto now = self->clock().now();
-    if (!src.quota->try_take(now)) {
-      auto next = src.quota->next_token(now);
-      if (!st.next_token || next < *st.next_token)
-        st.next_token = next;
-      release_source_permit(self, idx, permit);
-      try_candidate(self, std::move(order), i + 1);
+  // A source skipped at once (breaker open, tier full, no quota token) is
+  // the loop's next turn, not a call: a 1,000-source route was 1,000 stack
+  // frames deep. Only the breaker's answer comes back in a new turn.
+  for (; i < order->size(); ++i) {
+    auto idx = (*order)[i];
+    const auto& src = st.route().sources[idx];
+    // The mirror skips an open breaker without a message.
+    if (src.breaker.is_open() || !src.tier->try_acquire())
+      continue;
+    auto permit = src.tier->next_permit_id();
+    attach_permit(self, src.tier, src.gate, permit);
+    auto seen = src.breaker.mirror->load();
+    // Rate quota: a token per attempt. Taken before the breaker's answer,
+    // so a rejected attempt spends a token (conservative: never over the
+    // rate).
+    if (src.quota) {
+      auto now = self->clock().now();
+      if (!src.quota->try_take(now)) {
+        auto next = src.quota->next_token(now);
+        if (!st.next_token || next < *st.next_token)
+          st.next_token = next;
+        release_source_permit(self, idx, permit);
+        continue;
+      }
+    }
+    // Closed: go under the generation the mirror shows, without asking the
+    // breaker. Had it moved on meanwhile, the outcome is recorded under an
+    // earlier generation and ignored -- as for any call admitted just
+    // before a transition. Half-open needs the breaker (probe leases).
+    if (seen.state == breaker_state::closed) {
+      breaker_verdict go;
+      go.what = breaker_verdict::decision::go;
+      go.generation = seen.generation;
+      start_attempt(self, idx, permit, go);
       return;
     }
-  }
-  // Closed: go under the generation the mirror shows, without asking the
-  // breaker. Had it moved on meanwhile, the outcome is recorded under an
-  // earlier generation and ignored -- as for any call admitted just
-  // before a transition. Half-open needs the breaker (probe leases).
-  if (seen.state == breaker_state::closed) {
-    breaker_verdict go;
-    go.what = breaker_verdict::decision::go;
-    go.generation = seen.generation;
-    start_attempt(self, idx, permit, go);
+    self->request(src.breaker.actor, caf::infinite, allow_atom_v)
+        .then(
+            [self, order, i, idx, permit](const breaker_verdict& v) {
+              if (v.may_go()) {
+                start_attempt(self, idx, permit, v);
+                return;
+              }
+              auto& st = self->state;
+              if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
+                st.soonest_retry = v.retry_at;
+              release_source_permit(self, idx, permit);
+              try_candidate(self, order, i + 1);
+            },
+            [self, order, i, idx, permit](caf::error&) {
+              release_source_permit(self, idx, permit);
+              try_candidate(self, order, i + 1);
+            });
     return;
   }
-  self->request(src.breaker.actor, caf::infinite, allow_atom_v)
-      .then(
-          [self, order, i, idx, permit](const breaker_verdict& v) {
-            if (v.may_go()) {
-              start_attempt(self, idx, permit, v);
-              return;
-            }
-            auto& st = self->state;
-            if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
-              st.soonest_retry = v.retry_at;
-            release_source_permit(self, idx, permit);
-            try_candidate(self, order, i + 1);
-          },
-          [self, order, i, idx, permit](caf::error&) {
-            release_source_permit(self, idx, permit);
-            try_candidate(self, order, i + 1);
-          });
+  check_stall(self, [self] { wait_for_source(self); });
 }
 
 void next_round(governor_actor* self) {
