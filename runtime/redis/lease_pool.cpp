@@ -77,7 +77,7 @@ lease_pool::outcome lease_pool::try_acquire() {
   out.answered = true;
   out.granted = r.reply->integer == 1;
   if (out.granted)
-    out.lease = std::move(id);
+    out.permit = std::move(id);
   return out;
 }
 
@@ -176,14 +176,7 @@ public:
         until,
         [this, answer](redis_client&) {
           try {
-            auto out = pool_.try_acquire();
-            grant g;
-            g.answered = out.answered;
-            g.granted = out.granted;
-            g.permit = std::move(out.lease);
-            g.error = std::move(out.error);
-            g.fault = out.fault;
-            (*answer)(std::move(g));
+            (*answer)(pool_.try_acquire());
           } catch (...) {
             answer->fail("the cluster tier's question to Redis failed");
           }

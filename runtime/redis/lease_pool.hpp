@@ -34,17 +34,9 @@ public:
   lease_pool(redis_client& redis, std::string name, uint32_t cap,
              duration ttl, std::string node);
 
-  struct outcome {
-    /// Redis answered (otherwise `error` says why: fail closed).
-    bool answered = false;
-    /// A lease was granted (`lease` is its id).
-    bool granted = false;
-    std::string lease;
-    std::string error;
-    /// Unanswered because the connection failed (see
-    /// `redis_client::result::fault`): Redis may be down.
-    bool fault = false;
-  };
+  /// What `try_acquire` found: the cluster tier's `grant` (`permit` is the
+  /// lease id; never `late`, which only the store decides).
+  using outcome = lease_store::grant;
 
   /// Takes a lease if fewer than `cap` live leases exist.
   outcome try_acquire();

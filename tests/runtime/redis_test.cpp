@@ -227,13 +227,13 @@ TEST_CASE("cluster leases: a cap shared by nodes, released, renewed, and "
   CHECK_FALSE(full.granted);
   CHECK(a.live() == 3);
   // Released on completion: the other node may take it at once.
-  REQUIRE(a.release(a1.lease));
+  REQUIRE(a.release(a1.permit));
   auto b2 = b.try_acquire();
   CHECK(b2.granted);
   // Renewed while held: B's leases outlive several TTLs.
   for (int i = 0; i < 5; ++i) {
     std::this_thread::sleep_for(100ms);
-    auto lapsed = b.renew({b1.lease, b2.lease});
+    auto lapsed = b.renew({b1.permit, b2.permit});
     REQUIRE(lapsed.has_value());
     CHECK(lapsed->empty());
   }
@@ -243,9 +243,9 @@ TEST_CASE("cluster leases: a cap shared by nodes, released, renewed, and "
   CHECK(b.try_acquire().granted);
   CHECK_FALSE(b.try_acquire().granted);
   // A renewing a lapsed lease learns it lost it.
-  auto lost = a.renew({a2.lease});
+  auto lost = a.renew({a2.permit});
   REQUIRE(lost.has_value());
-  CHECK(*lost == std::vector<std::string>{a2.lease});
+  CHECK(*lost == std::vector<std::string>{a2.permit});
   // Redis down: an error, not "full" -- the caller must fail closed.
   server.stop();
   auto down = a.try_acquire();
@@ -281,7 +281,7 @@ TEST_CASE("cluster leases never exceed the cap under concurrent nodes",
           ;
         std::this_thread::sleep_for(std::chrono::microseconds{200});
         --held; // counted out before Redis hears of it: never above Redis
-        if (!pool.release(got.lease))
+        if (!pool.release(got.permit))
           ++errors;
       }
     });
