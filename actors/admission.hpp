@@ -8,7 +8,7 @@
 #include <caf/expected.hpp>
 #include <caf/fwd.hpp>
 
-#include "sluice/actors/budget_tier.hpp"
+#include "sluice/actors/tier_owner.hpp"
 #include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {

@@ -15,7 +15,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "sluice/actors/budget_tier.hpp"
+#include "sluice/actors/tier_owner.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/policy/time.hpp"
 #include "sluice/runtime/policy/token_bucket.hpp"

@@ -1,6 +1,6 @@
 // The tier owner's message behaviour, in virtual time.
 
-#include "sluice/actors/budget_tier.hpp"
+#include "sluice/actors/tier_owner.hpp"
 
 #include <chrono>
 

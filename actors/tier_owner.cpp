@@ -1,4 +1,4 @@
-#include "sluice/actors/budget_tier.hpp"
+#include "sluice/actors/tier_owner.hpp"
 
 #include <unordered_map>
 #include <utility>
