@@ -47,7 +47,12 @@ struct cluster_fixture : virtual_time_fixture {
     run();
   }
 
+  /// Every asker of the test, killed at its end (their permits come back).
+  std::vector<caf::actor> askers;
+
   ~cluster_fixture() override {
+    for (auto& a : askers)
+      caf::anon_send_exit(a, caf::exit_reason::kill);
     caf::anon_send_exit(tier, caf::exit_reason::user_shutdown);
     run();
   }
@@ -73,6 +78,7 @@ struct cluster_fixture : virtual_time_fixture {
       return caf::behavior{[](int) {}};
     });
     run();
+    askers.push_back(a);
     return {a, rep};
   }
 
@@ -99,9 +105,6 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK(store->live() == 2);
   CHECK(stats->held == 2);
   CHECK(stats->waiting == 1);
-  kill(a);
-  kill(b);
-  kill(c);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -138,8 +141,6 @@ TEST_CASE_METHOD(cluster_fixture, "cluster waiters are served in FIFO order") {
   CHECK_FALSE(re->decided);
   kill(c);
   CHECK(re->permit);
-  kill(d);
-  kill(e);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -158,9 +159,6 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK(rc->decided_at <= start + 300ms + cluster_tier_config{}.poll);
   CHECK(stats->errors == 0);
   CHECK(stats->waiting == 0);
-  kill(a);
-  kill(b);
-  kill(c);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -174,9 +172,6 @@ TEST_CASE_METHOD(cluster_fixture,
   // Not in a loop: without a poll or a release, nothing more.
   run();
   CHECK(store->acquires - asked == 10);
-  kill(a);
-  kill(b);
-  kill(c);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -192,7 +187,6 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK_FALSE(is_busy(ra->error));
   CHECK(store->acquires == asked);
   CHECK(stats->errors == 1);
-  kill(a);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -209,10 +203,6 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK(is(rc->error, errc::governance_backend_error));
   CHECK(is(rd->error, errc::governance_backend_error));
   CHECK(stats->waiting == 0);
-  kill(a);
-  kill(b);
-  kill(c);
-  kill(d);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -241,9 +231,6 @@ TEST_CASE_METHOD(cluster_fixture,
   advance(200ms + cluster_tier_config{}.poll);
   REQUIRE(rc->decided);
   CHECK(is(rc->error, errc::governance_backend_error));
-  kill(a);
-  kill(b);
-  kill(c);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -306,10 +293,6 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK(is(rc->error, errc::governance_backend_error));
   CHECK(is(rd->error, errc::governance_backend_error));
   CHECK(stats->errors == 1);
-  kill(a);
-  kill(b);
-  kill(c);
-  kill(d);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
@@ -327,9 +310,6 @@ TEST_CASE_METHOD(cluster_fixture,
   CHECK_FALSE(rd->decided);
   kill(a);
   CHECK(rd->permit);
-  kill(b);
-  kill(c);
-  kill(d);
 }
 
 TEST_CASE_METHOD(cluster_fixture,
