@@ -16,6 +16,7 @@
 #include <caf/send.hpp>
 
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/actors/upstream_request.hpp"
@@ -101,9 +102,10 @@ private:
 public:
   /// Throws when the I/O machinery cannot be built (no file descriptors, no
   /// thread): better now, at the source's start, than at its first call.
-  engine(const http_source_config& cfg,
-                std::shared_ptr<http_source_stats> stats)
-      : cfg_(cfg)
+  engine(caf::actor_system& sys, const http_source_config& cfg,
+         std::shared_ptr<http_source_stats> stats)
+      : hold_(sys)
+      , cfg_(cfg)
       , stats_(std::move(stats))
       , work_(net::make_work_guard(ioc_))
       , resolver_(ioc_) {
@@ -506,6 +508,9 @@ private:
     done(std::move(r));
   }
 
+  /// First, so released last: after the thread is joined and every handler,
+  /// exchange and actor reference below is destroyed.
+  system_hold hold_;
   http_source_config cfg_;
   parsed_url url_;
   /// The Host header: `host[:port]`, the port left out when it is 80.
@@ -531,9 +536,10 @@ private:
 
 // -- http_client ---------------------------------------------------------------
 
-http_client::http_client(const http_source_config& cfg,
+http_client::http_client(caf::actor_system& sys,
+                         const http_source_config& cfg,
                          std::shared_ptr<http_source_stats> stats)
-    : engine_(std::make_unique<engine>(cfg, std::move(stats))) {
+    : engine_(std::make_unique<engine>(sys, cfg, std::move(stats))) {
   // nop
 }
 

@@ -11,6 +11,10 @@
 #include "sluice/actors/http_source.hpp"
 #include "sluice/messages/call.hpp"
 
+namespace caf {
+class actor_system;
+} // namespace caf
+
 namespace sluice::upstream {
 
 class http_client {
@@ -25,8 +29,10 @@ public:
 
   /// Starts the I/O thread. Throws when the I/O machinery cannot be built
   /// (no file descriptors, no thread): better at the source's start than at
-  /// its first call.
-  http_client(const http_source_config& cfg,
+  /// its first call. From its start until it is joined and has let go of
+  /// every actor reference, the I/O thread counts as running in `sys`
+  /// (`system_hold`): `sys` is not destroyed under it.
+  http_client(caf::actor_system& sys, const http_source_config& cfg,
               std::shared_ptr<http_source_stats> stats);
 
   /// Stops and joins the I/O thread: no handler runs afterwards.

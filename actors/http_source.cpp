@@ -125,6 +125,7 @@ struct pending {
 };
 
 struct http_source_state {
+  caf::actor_system* sys = nullptr;
   http_source_config cfg;
   std::unique_ptr<upstream::http_client> engine;
   std::shared_ptr<http_source_stats> stats;
@@ -139,7 +140,7 @@ struct http_source_state {
     if (engine)
       return engine.get();
     try {
-      engine = std::make_unique<upstream::http_client>(cfg, stats);
+      engine = std::make_unique<upstream::http_client>(*sys, cfg, stats);
     } catch (const std::exception& e) {
       static log_limit lim;
       log_limited(lim, spdlog::level::err,
@@ -163,6 +164,7 @@ source_reply cannot_attempt() {
 
 caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
                                 std::shared_ptr<http_source_stats> stats) {
+  self->state.sys = &self->system();
   self->state.cfg = std::move(cfg);
   self->state.stats = stats;
   self->state.ensure_engine(); // now, not at the first call (see the engine)
