@@ -12,6 +12,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "sluice/actors/back_to_actor.hpp"
 #include "sluice/messages/admission.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/errors.hpp"
@@ -29,19 +30,6 @@ namespace {
 struct cluster_state;
 
 using cluster_actor = caf::stateful_actor<cluster_state>;
-
-/// What a store's handler hands back to the actor: run in its context.
-struct cluster_tier_done {
-  std::function<void(cluster_actor*)> apply;
-};
-
-} // namespace
-} // namespace sluice
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::cluster_tier_done)
-
-namespace sluice {
-namespace {
 
 /// What a waiter is answered with, and who will hold its permit.
 struct pending_permit {
@@ -77,13 +65,6 @@ const char* store_down = "the cluster's permit store is down (failing "
 void note_counts(cluster_state& st) {
   st.stats->held = static_cast<int64_t>(st.held.size());
   st.stats->waiting = static_cast<int64_t>(st.queue.size());
-}
-
-// Hands `f` to the actor from a store's handler, if the actor still lives.
-template <class F>
-void back_to(const caf::weak_actor_ptr& me, F f) {
-  if (auto strong = caf::actor_cast<caf::actor>(me.lock()))
-    caf::anon_send(strong, cluster_tier_done{std::move(f)});
 }
 
 void hold(cluster_actor* self, std::string permit, caf::actor_addr holder) {
@@ -183,7 +164,7 @@ void ask(cluster_actor* self) {
   st.recheck = false;
   auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
   st.store->try_acquire(within, [me, id](lease_store::grant out) {
-    back_to(me, [id, out = std::move(out)](cluster_actor* self) {
+    back_to<cluster_actor>(me, [id, out = std::move(out)](cluster_actor* self) {
       on_answer(self, id, out);
     });
   });
@@ -263,7 +244,7 @@ void renew(cluster_actor* self) {
       ++stats->errors;
       return;
     }
-    back_to(me, [gone = std::move(*gone)](cluster_actor* self) {
+    back_to<cluster_actor>(me, [gone = std::move(*gone)](cluster_actor* self) {
       // Gone from the store (it restarted, or was out of reach for a TTL):
       // the calls go on, but their permits no longer count.
       auto& st = self->state;
@@ -288,8 +269,8 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
   st.stats = std::move(stats);
   // Every third of a TTL, so two renewals may fail before a permit lapses;
   // never more often than every millisecond, whatever the store says.
-  auto renew_every = std::max<duration>(st.store->ttl() / 3,
-                                        std::chrono::milliseconds{1});
+  auto renew_every =
+      std::max<duration>(st.store->ttl() / 3, std::chrono::milliseconds{1});
   self->delayed_send(self, renew_every, lease_renew_atom_v);
   // A holder that terminated (its call ended or was cancelled) returns its
   // permits. Waiters are not monitored: one that terminated while waiting
@@ -337,7 +318,7 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
         self->delayed_send(self, renew_every, lease_renew_atom_v);
         renew(self);
       },
-      [self](cluster_tier_done& done) { done.apply(self); },
+      [self](actor_thunk& t) { t.run(self); },
   };
 }
 

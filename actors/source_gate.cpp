@@ -81,8 +81,7 @@ caf::behavior gate(gate_actor* self, std::string name,
       [self](wake_atom) { wake_watchers(self); },
       [self](status_atom) {
         auto s = self->state.tier->load();
-        return tier_status{tier_kind::global, self->state.tier->cap(), s.in_use,
-                           s.waiting};
+        return gate_status{self->state.tier->cap(), s.in_use, s.waiting};
       },
   };
 }

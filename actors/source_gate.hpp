@@ -73,7 +73,7 @@ struct source_handle {
 /// - `(watch_atom)`: the sender is told (`wake_atom`) of the next freed
 ///   permit, once;
 /// - `(wake_atom)`: a permit came back outside an outcome;
-/// - `(status_atom) -> tier_status`.
+/// - `(status_atom) -> gate_status`.
 /// Throws `std::invalid_argument` naming the field of nonsense `aimd`.
 caf::actor spawn_source_gate(caf::actor_system& sys, std::string name,
                              std::shared_ptr<policy::tier_counter> tier,

@@ -25,7 +25,8 @@ namespace sluice {
 
 class system_hold {
 public:
-  explicit system_hold(caf::actor_system& sys) : registry_(&sys.registry()) {
+  explicit system_hold(caf::actor_system& sys)
+      : registry_(&sys.registry()) {
     registry_->inc_running();
   }
 

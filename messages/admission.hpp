@@ -40,9 +40,17 @@ caf::error tool_busy(tier_kind tier);
 /// Returns the tier a `tool_busy` error names, if `err` is one.
 std::optional<tier_kind> busy_tier(const caf::error& err);
 
-/// Counts of one tier, as reported by its owner.
+/// Counts of one admission tier, as reported by its owner.
 struct tier_status {
   tier_kind kind;
+  uint32_t cap;
+  uint32_t in_use;
+  uint32_t waiting;
+};
+
+/// Counts of a source's own concurrency tier, as its gate reports them: not
+/// an admission tier (no `tier_kind`); its cap is the AIMD limit.
+struct gate_status {
   uint32_t cap;
   uint32_t in_use;
   uint32_t waiting;

@@ -61,9 +61,17 @@ CAF_ADD_ATOM(sluice, sluice, reset_atom, "breset")
 
 /// `(peer_state_atom, breaker_state to, duration open_for)`: another node's
 /// breaker for this source opened (for `open_for`) or closed; apply it.
-/// `(peer_state_atom, std::string source, breaker_state, duration)`: the
-/// same, from the pub/sub listener to the node's breaker relay.
 CAF_ADD_ATOM(sluice, sluice, peer_state_atom, "peerstate")
+
+/// `(peer_heard_atom, std::string source, breaker_state, duration)`: such a
+/// transition as heard on the shared channel, from the relay's listener to
+/// the node's breaker relay (which passes it on as `peer_state_atom`).
+CAF_ADD_ATOM(sluice, sluice, peer_heard_atom, "peerheard")
+
+/// `(relay_watch_atom, std::string source, caf::actor breaker)`: to the
+/// breaker relay: publish this breaker's transitions to the other nodes and
+/// apply theirs to it.
+CAF_ADD_ATOM(sluice, sluice, relay_watch_atom, "rwatch")
 /// `(half_open_atom, uint64_t generation)`: the open period's timer.
 CAF_ADD_ATOM(sluice, sluice, half_open_atom, "halfopen")
 
@@ -112,6 +120,7 @@ CAF_ADD_ATOM(sluice, sluice, stream_chunk_atom, "chunk")
 CAF_ADD_ATOM(sluice, sluice, first_byte_atom, "ttft")
 
 CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))
+CAF_ADD_TYPE_ID(sluice, (sluice::gate_status))
 CAF_ADD_TYPE_ID(sluice, (sluice::call_request))
 CAF_ADD_TYPE_ID(sluice, (sluice::source_reply))
 CAF_ADD_TYPE_ID(sluice, (sluice::call_result))

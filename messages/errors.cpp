@@ -40,8 +40,18 @@ error_info describe(errc x) noexcept {
     return {"rate_limit_exceeded", -32027, 429, "requests"};
   case errc::forbidden:
     return {"permission_denied", -32028, 403, client};
+  case errc::end_:
+    break;
   }
   return {"unknown", -32000, 500, server};
+}
+
+std::vector<errc> all_errcs() {
+  std::vector<errc> out;
+  for (auto i = static_cast<uint8_t>(errc::tool_busy);
+       i < static_cast<uint8_t>(errc::end_); ++i)
+    out.push_back(static_cast<errc>(i));
+  return out;
 }
 
 std::string to_string(errc x) {

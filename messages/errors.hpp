@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
@@ -57,7 +58,13 @@ enum class errc : uint8_t {
   /// that does not serve it (code "permission_denied"). JSON -32028,
   /// HTTP 403.
   forbidden,
+  /// Not a code: one past the last, so that every code can be listed
+  /// (`all_errcs`). New codes go before it.
+  end_,
 };
+
+/// Every code, in order (what tests and documentation iterate).
+std::vector<errc> all_errcs();
 
 /// The category atom of every Sluice error.
 constexpr caf::atom_value error_category = caf::atom("sluice");

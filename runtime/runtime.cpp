@@ -96,6 +96,19 @@ void call_handle::cancel() const {
 
 // -- runtime_config -----------------------------------------------------------
 
+void validate_backend(const runtime_config& cfg) {
+  if (cfg.progress_ttl < std::chrono::seconds{1})
+    throw std::invalid_argument("progress_ttl: must be at least 1 s");
+  if (cfg.lease_ttl < min_lease_ttl)
+    throw std::invalid_argument("lease_ttl: must be at least 100 ms");
+  if (cfg.cluster_global_cap != 0) {
+    if (!cfg.redis)
+      throw std::invalid_argument(
+          "cluster_global_cap: needs the redis backend (type = \"redis\")");
+    validate_lease_limits(cfg.cluster_global_cap, cfg.lease_ttl);
+  }
+}
+
 std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
   policy::call_policy chat;
   policy::call_policy embeddings;
@@ -116,19 +129,9 @@ runtime_config checked(runtime_config cfg) {
     throw config_error("kinds", "needs at least one call kind");
   for (auto& kind : cfg.kinds)
     with_key_prefix("kinds." + kind.first, [&] { validate(kind.second); });
-  if (cfg.redis) {
+  if (cfg.redis)
     with_key_prefix("backend", [&] { validate(*cfg.redis); });
-    if (cfg.progress_ttl < std::chrono::seconds{1})
-      throw config_error("backend.progress_ttl_s", "must be at least 1 s");
-  }
-  if (cfg.cluster_global_cap != 0) {
-    if (!cfg.redis)
-      throw config_error("backend.cluster_global_cap",
-                         "needs the redis backend (type = \"redis\")");
-    with_key_prefix("backend", [&] {
-      validate_lease_limits(cfg.cluster_global_cap, cfg.lease_ttl);
-    });
-  }
+  with_key_prefix("backend", [&] { validate_backend(cfg); });
   return cfg;
 }
 
@@ -143,7 +146,8 @@ caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
   if (cfg.cluster_global_cap == 0)
     return {};
   auto store = make_redis_lease_store(*cfg.redis, "global",
-                                      cfg.cluster_global_cap, cfg.lease_ttl);
+                                      cfg.cluster_global_cap, cfg.lease_ttl,
+                                      &sys);
   stats = std::make_shared<cluster_tier_stats>();
   // Detached: destroying the Redis store joins its thread, never on a CAF
   // worker.
@@ -213,7 +217,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
         std::make_shared<const std::map<std::string, std::string>>(
             settings.model_names);
   if (relay_)
-    caf::anon_send(relay_, watch_atom_v, name, handle.breaker.actor);
+    caf::anon_send(relay_, relay_watch_atom_v, name, handle.breaker.actor);
   // An actor of ours that dies is never reported healthy (its functor runs
   // at once if it is already dead).
   health_->watch(health_, handle.breaker.actor, name, "breaker");
@@ -249,7 +253,7 @@ void runtime::check_started(duration timeout) const {
   };
   for (auto& s : all) {
     ask(s.breaker.actor, s.name, "breaker", breaker_status{});
-    ask(s.gate, s.name, "gate", tier_status{});
+    ask(s.gate, s.name, "gate", gate_status{});
   }
   auto dead = broken_sources();
   if (!dead.empty())

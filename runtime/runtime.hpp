@@ -115,6 +115,13 @@ struct runtime_config {
   static std::map<std::string, policy::call_policy> default_kinds();
 };
 
+/// The rules of `runtime_config`'s backend settings (`progress_ttl` at
+/// least 1 s, `lease_ttl` at least `min_lease_ttl`, a `cluster_global_cap`
+/// only with `redis`), stated once: the facade applies them, and so does
+/// the config reader, which names the key and line. Throws
+/// `std::invalid_argument("field: problem")`.
+void validate_backend(const runtime_config& cfg);
+
 /// Per-call options.
 struct call_options {
   /// Session identity: calls with the same id share the session tier.

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 #include <nlohmann/json.hpp>
 
+#include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/redis/client.hpp"
 
@@ -79,10 +80,11 @@ namespace {
 // must outlive the loop that is still running.
 class listener : public std::enable_shared_from_this<listener> {
 public:
-  listener(redis_config cfg, std::string channel, std::string node,
-           caf::weak_actor_ptr relay,
+  listener(caf::actor_system& sys, redis_config cfg, std::string channel,
+           std::string node, caf::weak_actor_ptr relay,
            std::shared_ptr<breaker_relay_stats> stats)
-      : client_(cfg)
+      : hold_(sys)
+      , client_(cfg)
       , pause_(cfg.reconnect_after)
       , channel_(std::move(channel))
       , node_(std::move(node))
@@ -147,7 +149,7 @@ private:
     try {
       if (auto m = parse_peer_message(payload, node_)) {
         if (auto relay = caf::actor_cast<caf::actor>(relay_.lock()))
-          caf::anon_send(relay, peer_state_atom_v, std::move(m->source), m->to,
+          caf::anon_send(relay, peer_heard_atom_v, std::move(m->source), m->to,
                          m->open_for);
       } else {
         ++stats_->ignored;
@@ -157,6 +159,9 @@ private:
     }
   }
 
+  /// First, so released last: the thread may drop the relay's last
+  /// reference (see `system_hold`); the system waits for the listener.
+  system_hold hold_;
   redis_client client_;
   duration pause_;
   std::string channel_;
@@ -195,8 +200,8 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
   st.node = random_node_id();
   st.stats = std::move(stats);
   st.listen = std::make_shared<listener>(
-      cfg, st.channel, st.node, caf::actor_cast<caf::weak_actor_ptr>(self),
-      st.stats);
+      self->system(), cfg, st.channel, st.node,
+      caf::actor_cast<caf::weak_actor_ptr>(self), st.stats);
   st.listen->start();
   st.redis.emplace(std::move(cfg));
   // The listener stops (and its thread is joined) with the state, which
@@ -204,7 +209,7 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
   // the last reference goes. (Not in an attached functor: those run after
   // the state is gone.)
   return {
-      [self](watch_atom, const std::string& source, const caf::actor& b) {
+      [self](relay_watch_atom, const std::string& source, const caf::actor& b) {
         self->state.breakers[source] = b;
         self->request(b, caf::infinite, subscribe_atom_v)
             .then([](const breaker_status&) {}, [](caf::error&) {});
@@ -231,7 +236,7 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
           ++st.stats->errors;
       },
       // Another node's breaker moved: tell ours.
-      [self](peer_state_atom, const std::string& source, breaker_state to,
+      [self](peer_heard_atom, const std::string& source, breaker_state to,
              duration open_for) {
         auto& st = self->state;
         auto i = st.breakers.find(source);

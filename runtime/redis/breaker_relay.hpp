@@ -55,7 +55,7 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
 /// nodes on the same Redis key prefix, through pub/sub on the channel
 /// `<prefix>breakers`.
 ///
-/// - Every breaker it is told of (`(watch_atom, std::string source,
+/// - Every breaker it is told of (`(relay_watch_atom, std::string source,
 ///   caf::actor breaker)`) is subscribed to; when one of them opens or
 ///   closes by its own decision, the relay publishes the source, the new
 ///   state and, for an opening, how long it stays open.

@@ -12,6 +12,7 @@
 #include <sys/time.h>
 
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/system_hold.hpp"
 
 namespace sluice {
 
@@ -144,9 +145,9 @@ bool redis_client::ensure_connected(result& r) {
   auto tv = to_timeval(limit);
   auto* ctx = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port, tv);
   if (ctx == nullptr || ctx->err != 0) {
-    r.error =
-        "redis connect to " + cfg_.host + ":" + std::to_string(cfg_.port) +
-        " failed: " + (ctx ? std::string{ctx->errstr} : "out of memory");
+    r.error = "redis connect to " + cfg_.host + ":" +
+              std::to_string(cfg_.port) +
+              " failed: " + (ctx ? std::string{ctx->errstr} : "out of memory");
     if (ctx != nullptr)
       redisFree(ctx);
     connect_failed_at_ = now;
@@ -299,8 +300,8 @@ std::optional<std::string> redis_client::next_message(size_t max_bytes) {
     std::optional<std::string> payload;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
         r->element[0]->type == REDIS_REPLY_STRING &&
-        std::string_view{r->element[0]->str, r->element[0]->len} == "message"
-        && r->element[2]->type == REDIS_REPLY_STRING &&
+        std::string_view{r->element[0]->str, r->element[0]->len} == "message" &&
+        r->element[2]->type == REDIS_REPLY_STRING &&
         r->element[2]->len <= max_bytes)
       payload.emplace(r->element[2]->str, r->element[2]->len);
     freeReplyObject(raw);
@@ -312,90 +313,133 @@ std::optional<std::string> redis_client::next_message(size_t max_bytes) {
 
 // -- redis_worker -------------------------------------------------------------
 
-redis_worker::redis_worker(redis_config cfg, std::string what)
-    : cfg_(cfg)
-    , what_(std::move(what))
-    , client_(std::move(cfg)) {
-  thread_ = std::thread{[this] { loop(); }};
+struct redis_worker::core {
+  struct entry {
+    steady::time_point deadline;
+    job run;
+    refusal fail;
+  };
+
+  core(redis_config c, std::string w, caf::actor_system* sys)
+      : cfg(c)
+      , what(std::move(w))
+      , client(std::move(c)) {
+    if (sys != nullptr)
+      hold.emplace(*sys);
+  }
+
+  void loop();
+  void probe(std::unique_lock<std::mutex>& lk);
+  void mark_down(const std::string& why);
+
+  /// First, so released last: after the connection and every job (and the
+  /// actor references they hold) are gone.
+  std::optional<system_hold> hold;
+  redis_config cfg;
+  std::string what;
+  redis_client client;
+  std::mutex mx;
+  std::condition_variable cv;
+  std::deque<entry> queue;
+  bool stop = false;
+  std::atomic<bool> is_down{false};
+};
+
+redis_worker::redis_worker(redis_config cfg, std::string what,
+                           caf::actor_system* sys)
+    : core_(std::make_shared<core>(std::move(cfg), std::move(what), sys)) {
+  thread_ = std::thread{[c = core_] { c->loop(); }};
 }
 
 redis_worker::~redis_worker() {
   {
-    std::lock_guard<std::mutex> guard{mx_};
-    stop_ = true;
+    std::lock_guard<std::mutex> guard{core_->mx};
+    core_->stop = true;
   }
-  cv_.notify_all();
+  core_->cv.notify_all();
   if (thread_.get_id() == std::this_thread::get_id())
-    thread_.detach(); // never join ourselves (NOTE: not expected: owners
-                      // are actor states, destroyed on their actor's thread)
+    thread_.detach(); // never join ourselves; the thread holds `core_`
   else if (thread_.joinable())
     thread_.join();
 }
 
+bool redis_worker::down() const noexcept {
+  return core_->is_down.load(std::memory_order_acquire);
+}
+
+const redis_config& redis_worker::config() const noexcept {
+  return core_->cfg;
+}
+
+redis_client& redis_worker::connection() noexcept {
+  return core_->client;
+}
+
 void redis_worker::submit(steady::time_point deadline, job run, refusal fail) {
-  std::unique_lock<std::mutex> lk{mx_};
-  if (down_.load(std::memory_order_relaxed)) {
+  auto& c = *core_;
+  std::unique_lock<std::mutex> lk{c.mx};
+  if (c.is_down.load(std::memory_order_relaxed)) {
     lk.unlock();
     fail("redis down (failing closed until it answers again)");
     return;
   }
-  if (queue_.size() >= max_queued_jobs) {
+  if (c.queue.size() >= max_queued_jobs) {
     lk.unlock();
     fail("redis too slow (" + std::to_string(max_queued_jobs) +
          " commands queued)");
     return;
   }
-  queue_.push_back(entry{deadline, std::move(run), std::move(fail)});
+  c.queue.push_back(core::entry{deadline, std::move(run), std::move(fail)});
   lk.unlock();
-  cv_.notify_one();
+  c.cv.notify_one();
 }
 
-void redis_worker::mark_down(const std::string& why) {
+void redis_worker::core::mark_down(const std::string& why) {
   std::deque<entry> dropped;
   {
-    std::lock_guard<std::mutex> guard{mx_};
-    down_.store(true, std::memory_order_release);
-    dropped.swap(queue_);
+    std::lock_guard<std::mutex> guard{mx};
+    is_down.store(true, std::memory_order_release);
+    dropped.swap(queue);
   }
   static log_limit lim;
   log_limited(lim, spdlog::level::warn,
               "redis {}:{} is down for the {} ({}): calls fail closed until it "
               "answers PING",
-              cfg_.host, cfg_.port, what_, why);
+              cfg.host, cfg.port, what, why);
   for (auto& e : dropped)
     e.fail("redis down: " + why);
 }
 
 // While down: a PING every `reconnect_after`, until one is answered.
-void redis_worker::probe(std::unique_lock<std::mutex>& lk) {
-  auto pause = std::max(cfg_.reconnect_after, min_probe_interval);
-  if (cv_.wait_for(lk, pause, [this] { return stop_; }))
+void redis_worker::core::probe(std::unique_lock<std::mutex>& lk) {
+  auto pause = std::max(cfg.reconnect_after, min_probe_interval);
+  if (cv.wait_for(lk, pause, [this] { return stop; }))
     return;
   lk.unlock();
-  client_.set_deadline(steady::now() + cfg_.command_timeout);
-  auto r = client_.command({"PING"});
+  client.set_deadline(steady::now() + cfg.command_timeout);
+  auto r = client.command({"PING"});
   lk.lock();
-  if (r.ok() && !stop_) {
-    down_.store(false, std::memory_order_release);
+  if (r.ok() && !stop) {
+    is_down.store(false, std::memory_order_release);
     static log_limit lim;
     log_limited(lim, spdlog::level::info,
-                "redis {}:{} answers the {} again: calls go on", cfg_.host,
-                cfg_.port, what_);
+                "redis {}:{} answers the {} again: calls go on", cfg.host,
+                cfg.port, what);
   }
 }
 
-void redis_worker::loop() {
-  std::unique_lock<std::mutex> lk{mx_};
-  while (!stop_) {
-    if (down_.load(std::memory_order_relaxed)) {
+void redis_worker::core::loop() {
+  std::unique_lock<std::mutex> lk{mx};
+  while (!stop) {
+    if (is_down.load(std::memory_order_relaxed)) {
       probe(lk);
       continue;
     }
-    cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
-    if (stop_)
+    cv.wait(lk, [this] { return stop || !queue.empty(); });
+    if (stop)
       break;
-    auto e = std::move(queue_.front());
-    queue_.pop_front();
+    auto e = std::move(queue.front());
+    queue.pop_front();
     lk.unlock();
     auto now = steady::now();
     try {
@@ -404,11 +448,11 @@ void redis_worker::loop() {
         e.fail("redis too slow: the call's deadline passed before the "
                "command was sent");
       } else {
-        client_.set_deadline(std::min(e.deadline, now + cfg_.command_timeout));
-        auto faults = client_.faults();
-        e.run(client_);
-        if (client_.faults() != faults)
-          mark_down(client_.last_fault());
+        client.set_deadline(std::min(e.deadline, now + cfg.command_timeout));
+        auto faults = client.faults();
+        e.run(client);
+        if (client.faults() != faults)
+          mark_down(client.last_fault());
       }
     } catch (...) {
       // A job that throws is dropped; the thread goes on.

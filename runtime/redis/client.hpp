@@ -18,6 +18,10 @@
 struct redisContext;
 struct timeval;
 
+namespace caf {
+class actor_system;
+} // namespace caf
+
 namespace sluice {
 
 /// A duration as hiredis wants its timeouts.
@@ -153,11 +157,17 @@ public:
   using refusal = std::function<void(const std::string& why)>;
 
   /// `what` names its user in the log ("scope backend", "cluster tier").
-  redis_worker(redis_config cfg, std::string what);
+  /// With `sys`, the thread counts as running in that actor system
+  /// (`system_hold`) until it ends: its jobs answer actors, and one may
+  /// drop an actor's last reference there.
+  redis_worker(redis_config cfg, std::string what,
+               caf::actor_system* sys = nullptr);
 
   /// Stops the thread and joins it: waits for the command in flight (at
   /// most one command timeout). Queued jobs are dropped, neither run nor
-  /// refused.
+  /// refused. On the worker's own thread (a job's answer dropped the last
+  /// reference to the actor owning this worker) it cannot join: the thread
+  /// is detached and ends by itself, holding what its loop uses.
   ~redis_worker();
 
   redis_worker(const redis_worker&) = delete;
@@ -169,33 +179,19 @@ public:
   void submit(steady::time_point deadline, job run, refusal fail);
 
   /// Whether Redis is down now (jobs fail at once until a PING answers).
-  bool down() const noexcept { return down_.load(std::memory_order_acquire); }
+  bool down() const noexcept;
 
-  const redis_config& config() const noexcept { return cfg_; }
+  const redis_config& config() const noexcept;
 
   /// The connection jobs are given, for objects built over it (a
   /// `lease_pool`); use it only from jobs, on the worker's thread.
-  redis_client& connection() noexcept { return client_; }
+  redis_client& connection() noexcept;
 
 private:
-  struct entry {
-    steady::time_point deadline;
-    job run;
-    refusal fail;
-  };
-
-  void loop();
-  void probe(std::unique_lock<std::mutex>& lk);
-  void mark_down(const std::string& why);
-
-  redis_config cfg_;
-  std::string what_;
-  redis_client client_;
-  std::mutex mx_;
-  std::condition_variable cv_;
-  std::deque<entry> queue_;
-  bool stop_ = false;
-  std::atomic<bool> down_{false};
+  /// What the thread uses: shared by the worker and its thread, so that it
+  /// outlives a worker destroyed on that thread.
+  struct core;
+  std::shared_ptr<core> core_;
   std::thread thread_;
 };
 

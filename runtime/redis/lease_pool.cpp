@@ -149,8 +149,9 @@ private:
 class redis_lease_store final : public lease_store {
 public:
   redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
-                    duration ttl)
-      : worker_(std::make_unique<redis_worker>(std::move(cfg), "cluster tier"))
+                    duration ttl, caf::actor_system* sys)
+      : worker_(std::make_unique<redis_worker>(std::move(cfg), "cluster tier",
+                                               sys))
         // Lease ids name this node: random, so restarts never reuse one.
       , pool_(worker_->connection(), std::move(name), cap, ttl,
               random_node_id()) {
@@ -232,16 +233,15 @@ private:
 
 } // namespace
 
-std::shared_ptr<lease_store> make_redis_lease_store(redis_config cfg,
-                                                    std::string name,
-                                                    uint32_t cap,
-                                                    duration ttl) {
+std::shared_ptr<lease_store>
+make_redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
+                       duration ttl, caf::actor_system* sys) {
   validate(cfg);
   validate_lease_limits(cap, ttl);
   if (name.empty())
     throw std::invalid_argument("name: must not be empty");
   return std::make_shared<redis_lease_store>(std::move(cfg), std::move(name),
-                                             cap, ttl);
+                                             cap, ttl, sys);
 }
 
 } // namespace sluice

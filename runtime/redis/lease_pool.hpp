@@ -72,10 +72,10 @@ private:
 /// waits at most one command timeout and at most its `within`; a fault
 /// marks Redis down (see `redis_worker`). Destroying the store joins its
 /// thread: at most one command timeout. Throws `std::invalid_argument`
-/// naming the field of nonsense settings.
-std::shared_ptr<lease_store> make_redis_lease_store(redis_config cfg,
-                                                    std::string name,
-                                                    uint32_t cap,
-                                                    duration ttl);
+/// naming the field of nonsense settings. With `sys`, the thread holds
+/// that actor system while it runs (see `redis_worker`).
+std::shared_ptr<lease_store>
+make_redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
+                       duration ttl, caf::actor_system* sys = nullptr);
 
 } // namespace sluice

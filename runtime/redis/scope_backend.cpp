@@ -11,6 +11,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "sluice/actors/back_to_actor.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/redis/client.hpp"
@@ -39,19 +40,6 @@ struct redis_backend_state;
 
 using redis_backend_actor = caf::stateful_actor<redis_backend_state>;
 
-/// What the Redis thread hands back to the actor: run in its context.
-struct redis_backend_done {
-  std::function<void(redis_backend_actor*)> apply;
-};
-
-} // namespace
-} // namespace sluice
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::redis_backend_done)
-
-namespace sluice {
-namespace {
-
 struct redis_backend_state {
   /// The connection and its thread (hiredis blocks): this actor never does.
   std::unique_ptr<redis_worker> redis;
@@ -68,13 +56,6 @@ struct redis_backend_state {
   }
 };
 
-// Hands `f` to the actor from the Redis thread, if the actor still lives.
-template <class F>
-void back_to(const caf::weak_actor_ptr& me, F f) {
-  if (auto strong = caf::actor_cast<caf::actor>(me.lock()))
-    caf::anon_send(strong, redis_backend_done{std::move(f)});
-}
-
 // Answers read `id` with `answer` (a progress_age or an error).
 template <class T>
 void answer(redis_backend_actor* self, uint64_t id, T answer) {
@@ -90,7 +71,8 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
                             duration ttl,
                             std::shared_ptr<redis_backend_stats> stats) {
   auto& st = self->state;
-  st.redis = std::make_unique<redis_worker>(std::move(cfg), "scope backend");
+  st.redis = std::make_unique<redis_worker>(std::move(cfg), "scope backend",
+                                            &self->system());
   st.ttl = std::to_string(std::max<int64_t>(
       1, std::chrono::duration_cast<std::chrono::seconds>(ttl).count()));
   st.stats = std::move(stats);
@@ -122,7 +104,7 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         if (st.redis->down()) {
           ++st.stats->read_errors;
           return backend_fault("redis down (failing closed until it answers "
-                             "again)");
+                               "again)");
         }
         auto id = st.next_read++;
         auto rp = self->make_response_promise<progress_age>();
@@ -131,9 +113,10 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         auto stats = st.stats;
         auto fail = [me, id, stats](std::string why) {
           ++stats->read_errors;
-          back_to(me, [id, why = std::move(why)](redis_backend_actor* self) {
-            answer(self, id, backend_fault(std::move(why)));
-          });
+          back_to<redis_backend_actor>(
+              me, [id, why = std::move(why)](redis_backend_actor* self) {
+                answer(self, id, backend_fault(std::move(why)));
+              });
         };
         // NOTE: the caller's own deadline is not in the message; one
         // command timeout from now bounds queueing and the command together.
@@ -150,14 +133,15 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
               if (r.reply->integer >= 0)
                 age.age = std::chrono::duration_cast<duration>(
                     std::chrono::milliseconds{r.reply->integer});
-              back_to(me, [id, age](redis_backend_actor* self) {
-                answer(self, id, age);
-              });
+              back_to<redis_backend_actor>(
+                  me, [id, age](redis_backend_actor* self) {
+                    answer(self, id, age);
+                  });
             },
             fail);
         return rp;
       },
-      [self](redis_backend_done& done) { done.apply(self); },
+      [self](actor_thunk& t) { t.run(self); },
   };
 }
 

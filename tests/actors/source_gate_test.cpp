@@ -149,7 +149,7 @@ TEST_CASE_METHOD(gate_fixture, "the gate reports its tier") {
   run();
   bool answered = false;
   self->receive(
-      [&](const tier_status& s) {
+      [&](const gate_status& s) {
         answered = true;
         CHECK(s.cap == 4);
         CHECK(s.in_use == 1);

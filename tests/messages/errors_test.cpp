@@ -1,6 +1,8 @@
 #include "sluice/messages/errors.hpp"
 
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include <caf/actor_system_config.hpp>
@@ -20,13 +22,10 @@ TEST_CASE("tool_busy is JSON code -32016, HTTP 503") {
 TEST_CASE("every error has a distinct name and JSON code") {
   std::set<int> codes;
   std::set<std::string> names;
-  for (auto x :
-       {errc::tool_busy, errc::all_sources_exhausted,
-        errc::governance_backend_error, errc::upstream_error, errc::bad_request,
-        errc::not_found, errc::method_not_allowed, errc::payload_too_large,
-        errc::headers_too_large, errc::overloaded, errc::shutting_down,
-        errc::model_not_found, errc::unauthorized, errc::rate_limited,
-        errc::forbidden}) {
+  auto all = all_errcs();
+  CHECK(all.size() == 15);
+  for (auto x : all) {
+    CHECK(describe(x).name != "unknown"); // describe() knows every code
     codes.insert(describe(x).json_code);
     names.insert(to_string(x));
     auto type = describe(x).type;
@@ -37,8 +36,8 @@ TEST_CASE("every error has a distinct name and JSON code") {
     CHECK((type == "invalid_request_error" || type == "server_error"));
     CHECK((describe(x).http_status < 500) == (type == "invalid_request_error"));
   }
-  CHECK(codes.size() == 15);
-  CHECK(names.size() == 15);
+  CHECK(codes.size() == all.size());
+  CHECK(names.size() == all.size());
   CHECK(describe(errc::unauthorized).http_status == 401);
   CHECK(to_string(errc::unauthorized) == "invalid_api_key");
   CHECK(describe(errc::rate_limited).http_status == 429);
@@ -78,4 +77,18 @@ TEST_CASE("registered errors render by name") {
 TEST_CASE("tier names round-trip") {
   CHECK(parse_tier_kind("connection") == tier_kind::connection);
   CHECK_FALSE(parse_tier_kind("planet"));
+}
+
+TEST_CASE("the README's error table lists every code") {
+  std::ifstream in{SLUICE_SOURCE_DIR "/README.md"};
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  for (auto x : all_errcs()) {
+    auto info = describe(x);
+    auto row = "| `" + std::string{info.name} + "` | " +
+               std::to_string(info.json_code) + " |";
+    INFO(row);
+    CHECK(text.str().find(row) != std::string::npos);
+  }
 }

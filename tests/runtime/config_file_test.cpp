@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -689,4 +691,42 @@ TEST_CASE("tls.verify = false is accepted only as written, with a warning "
     CHECK_FALSE(src->tls_verify);
   }
   sys.await_actors_before_shutdown(false);
+}
+
+TEST_CASE("the default config is runtime/config/default_config.toml") {
+  std::ifstream in{SLUICE_SOURCE_DIR "/runtime/config/default_config.toml"};
+  REQUIRE(in);
+  std::stringstream file;
+  file << in.rdbuf();
+  // The file parses as it is (its kinds line is a comment) ...
+  CHECK_NOTHROW(parse_config(file.str()));
+  // ... and the embedded text is that file with the library's kinds in place
+  // of that line.
+  std::string text{default_config_text()};
+  CHECK(text.find("{{kinds}}") == std::string::npos);
+  CHECK(file.str().find("{{kinds}}") != std::string::npos);
+  CHECK(text.find("[kinds.chat]") != std::string::npos);
+  auto head = file.str().substr(0, file.str().find("# {{kinds}}"));
+  CHECK(text.compare(0, head.size(), head) == 0);
+  auto tail = file.str().substr(file.str().find("[sources.sim-primary]"));
+  CHECK(text.size() >= tail.size());
+  CHECK(text.compare(text.size() - tail.size(), tail.size(), tail) == 0);
+}
+
+TEST_CASE("backend settings are checked by the library's rules") {
+  // The library lets Redis be probed as often as its floor allows; the file
+  // refused 0 with a rule of its own.
+  auto cfg = parse_config(std::string{minimal} +
+                          "[backend]\nreconnect_after_ms = 0\n");
+  CHECK(cfg.runtime.progress_ttl == std::chrono::hours{1});
+  // What the library refuses is named with the file's key and line.
+  auto e = refusal(std::string{minimal} +
+                   "[backend]\ntype = \"redis\"\nconnect_timeout_ms = -1\n");
+  REQUIRE(e);
+  CHECK(e->key() == "backend.connect_timeout_ms");
+  CHECK(e->problem() == "must be positive");
+  e = refusal(std::string{minimal} + "[backend]\nlease_ttl_s = 0.05\n");
+  REQUIRE(e);
+  CHECK(e->key() == "backend.lease_ttl_s");
+  CHECK(e->problem() == "must be at least 100 ms");
 }

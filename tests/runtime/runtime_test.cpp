@@ -72,6 +72,15 @@ TEST_CASE_METHOD(virtual_time_fixture,
   bad_ttl.cluster_global_cap = 4;
   bad_ttl.lease_ttl = std::chrono::milliseconds{5};
   CHECK(refused_key([&] { runtime{sys, bad_ttl}; }) == "backend.lease_ttl");
+  // The backend's rules hold without Redis too (as in a config file).
+  runtime_config short_ttl;
+  short_ttl.progress_ttl = std::chrono::milliseconds{500};
+  CHECK(refused_key([&] { runtime{sys, short_ttl}; }) ==
+        "backend.progress_ttl");
+  runtime_config cap_alone;
+  cap_alone.cluster_global_cap = 2;
+  CHECK(refused_key([&] { runtime{sys, cap_alone}; }) ==
+        "backend.cluster_global_cap");
   run();
   CHECK(sys.registry().running() == before);
 }

@@ -1,0 +1,105 @@
+// `[routes."PATH"]`.
+
+#include "sluice/runtime/config/sections.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
+
+namespace sluice::config {
+
+route_decl read_route(const std::string& path, const toml::table& t,
+                      const file_config& cfg) {
+  table_reader r{t, "routes.\"" + path + "\""};
+  route_decl d;
+  d.line = r.line();
+  d.route.name = path;
+  if (path.empty() || path[0] != '/')
+    throw config_error(r.prefix(), "a route is a path starting with '/'",
+                       d.line);
+  // The node's own endpoints would shadow the route.
+  for (std::string_view own :
+       {"/healthz", "/status", "/metrics", "/events", "/v1/models"})
+    if (path == own ||
+        (own == "/v1/models" && path.rfind("/v1/models/", 0) == 0))
+      throw config_error(r.prefix(),
+                         "'" + path + "' is the node's own endpoint", d.line);
+  if (auto k = r.string("kind")) {
+    if (cfg.runtime.kinds.count(*k) == 0)
+      r.fail("kind", "unknown call kind '" + *k + "'");
+    d.route.kind = *k;
+  }
+  // A list of known source names, and optional weights, one per source.
+  auto read_sources = [&](table_reader& in, const std::string& key,
+                          const toml::array& list, const toml::array* weights,
+                          std::vector<std::string>& names,
+                          std::vector<double>& ws) {
+    if (list.empty())
+      in.fail(key, "needs at least one source");
+    for (auto& n : list) {
+      if (!n.is_string())
+        in.fail(key, "must be an array of source names", &n);
+      auto name = *n.value<std::string>();
+      bool known = false;
+      for (auto& s : cfg.sources)
+        known = known || s.name == name;
+      if (!known)
+        in.fail(key, "unknown source '" + name + "'", &n);
+      names.push_back(name);
+    }
+    if (weights == nullptr)
+      return;
+    for (auto& n : *weights) {
+      if (!n.is_number() || !(*n.value<double>() > 0.0) ||
+          !(*n.value<double>() <= weight_limit))
+        in.fail("weights", "must be positive numbers, at most 1e6", &n);
+      ws.push_back(*n.value<double>());
+    }
+    if (ws.size() != names.size())
+      in.fail("weights", "needs one weight per source");
+  };
+  auto sources = r.array("sources");
+  auto models = r.table("models");
+  if (!sources && !models)
+    r.fail("sources", "needs at least one source (or a models table)");
+  if (sources)
+    read_sources(r, "sources", *sources, r.array("weights"), d.route.sources,
+                 d.route.weights);
+  else if (r.array("weights"))
+    r.fail("weights", "needs sources");
+  if (models) {
+    // "NAME" = ["source", ...]  or  "NAME" = { sources = [...], weights }
+    table_reader mr{*models, r.prefix() + ".models"};
+    policy::model_rules patterns; // checked here for the line number
+    for (auto&& [k, v] : *models) {
+      model_route m;
+      m.pattern = std::string{k.str()};
+      try {
+        patterns.add(m.pattern, 0);
+      } catch (const std::invalid_argument& e) {
+        mr.fail(m.pattern, e.what(), &v);
+      }
+      if (v.is_array()) {
+        read_sources(mr, m.pattern, *mr.array(m.pattern), nullptr, m.sources,
+                     m.weights);
+      } else if (v.is_table()) {
+        table_reader tr{*mr.table(m.pattern),
+                        mr.prefix() + ".\"" + m.pattern + "\""};
+        auto list = tr.array("sources");
+        if (!list)
+          tr.fail("sources", "missing; the sources for this model");
+        read_sources(tr, "sources", *list, tr.array("weights"), m.sources,
+                     m.weights);
+        tr.done();
+      } else {
+        mr.fail(m.pattern,
+                "must be an array of source names or a table with sources", &v);
+      }
+      d.route.models.push_back(std::move(m));
+    }
+    mr.done();
+  }
+  if (auto s = r.string("scope"))
+    d.route.scope = *s;
+  r.done();
+  return d;
+}
+
+} // namespace sluice::config

@@ -1,0 +1,42 @@
+#pragma once
+
+// The config file's sections, each read strictly over a `table_reader`
+// (internal to `parse_config`). A section's values are checked by the
+// library's own `validate` functions where the library has the rule; the
+// reader adds only what is the file's (types, units, upper bounds, names
+// that must exist) and names the key and line.
+
+#include <string>
+
+#include <toml++/toml.h>
+
+#include "sluice/runtime/config/toml_reader.hpp"
+#include "sluice/runtime/config_file.hpp"
+
+namespace sluice::config {
+
+/// `[node]`.
+void read_node(table_reader& r, node_settings& n);
+
+/// `[auth]` and its `[auth.keys.NAME]` tables.
+void read_auth(table_reader& r, auth_settings& a);
+
+/// `[backend]`: where scope progress lives (in process or in Redis), the
+/// cluster cap and its leases.
+void read_backend(table_reader& r, runtime_config& rc);
+
+/// `[admission]`.
+void read_admission(table_reader& r, admission_config& a);
+
+/// `[kinds.NAME]`, over the defaults already in `p`.
+void read_kind(table_reader& r, policy::call_policy& p);
+
+/// `[sources.NAME]`, simulated or HTTP, with its breaker, AIMD, quota,
+/// model names, TLS and phases.
+source_decl read_source(const std::string& name, const toml::table& t);
+
+/// `[routes."PATH"]`; its kind and sources must be among `cfg`'s.
+route_decl read_route(const std::string& path, const toml::table& t,
+                      const file_config& cfg);
+
+} // namespace sluice::config
