@@ -229,7 +229,6 @@ void connection::on_read_error(beast::error_code ec) {
   refuse(errc::bad_request, "malformed HTTP request: " + ec.message(), false);
 }
 
-
 // On the header: whether this request may go on (else it was refused and
 // the connection closes after the answer, its body unread). Sets `key_`.
 bool connection::check_access() {
