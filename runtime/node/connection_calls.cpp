@@ -6,9 +6,8 @@
 
 #include "sluice/runtime/node/connection.hpp"
 
-#include <algorithm>
-
 #include "sluice/runtime/node/call_setup.hpp"
+#include "sluice/runtime/node/model_list.hpp"
 #include "sluice/runtime/node/peer_state.hpp"
 #include "sluice/runtime/node/router.hpp"
 
@@ -17,34 +16,12 @@ namespace sluice::node {
 namespace beast = boost::beast;
 using tcp = boost::asio::ip::tcp;
 
-// GET /v1/models (`id` empty) or /v1/models/ID, in OpenAI's shapes.
+// GET /v1/models (`id` empty) or /v1/models/ID.
 void connection::list_models(const std::string& id) {
-  auto entry = [&](const std::string& name) {
-    return json{{"id", name},
-                {"object", "model"},
-                {"created", front_.started_unix},
-                {"owned_by", "sluice"}};
-  };
-  auto models = front_.rt.models();
-  // A key sees only the models it may use (OpenAI: the others do not
-  // exist for it).
-  if (key_)
-    models.erase(std::remove_if(models.begin(), models.end(),
-                                [&](const std::string& m) {
-                                  return !key_->may_use(m);
-                                }),
-                 models.end());
-  if (id.empty()) {
-    json data = json::array();
-    for (auto& m : models)
-      data.push_back(entry(m));
-    return write(make_response(
-        200, json_text({{"object", "list"}, {"data", std::move(data)}}), keep_,
-        version_));
-  }
-  if (std::find(models.begin(), models.end(), id) == models.end())
+  auto body = models_answer(front_.rt.models(), key_, id, front_.started_unix);
+  if (!body)
     return refuse_model(id);
-  write(make_response(200, json_text(entry(id)), keep_, version_));
+  write(make_response(200, json_text(*body), keep_, version_));
 }
 
 void connection::refuse_model(const std::string& model) {
