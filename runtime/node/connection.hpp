@@ -4,6 +4,15 @@
 // routes each (health, status, metrics, events, or a governed call), and
 // writes its answer. A strand serialises everything on it; results from
 // actor threads are posted to that strand.
+//
+// The session (reading, framing, writes, close, the failure path, the
+// shutdown cut-off) is connection.cpp. What needs no socket is decided by
+// pure units: who is asking (`request_access`), which endpoint
+// (`endpoint`), a call's session and headers (`call_setup`), an operator's
+// action (`operator_action`), the models list (`model_list`). The handlers
+// that wait on actors share the session's state, so they stay members,
+// each group in a file of its own: connection_calls.cpp (governed calls,
+// /v1/models) and connection_ops.cpp (/admin/, /status, /events).
 
 #include <chrono>
 #include <cstdint>
