@@ -4,14 +4,26 @@
 // routes each (health, status, metrics, events, or a governed call), and
 // writes its answer. A strand serialises everything on it; results from
 // actor threads are posted to that strand.
+//
+// The session (reading, framing, writes, close, the failure path, the
+// shutdown cut-off) is connection.cpp. What needs no socket is decided by
+// pure units: who is asking (`request_access`), which endpoint
+// (`endpoint`), a call's session and headers (`call_setup`), an operator's
+// action (`operator_action`), the models list (`model_list`). The handlers
+// that wait on actors share the session's state, so they stay members,
+// each group in a file of its own: connection_calls.cpp (governed calls,
+// /v1/models) and connection_ops.cpp (/admin/, /status, /events).
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -25,6 +37,8 @@ namespace sluice::node {
 
 /// Longest wait for a request (header and body) on an idle connection.
 constexpr auto read_timeout = std::chrono::seconds{60};
+/// "nginx's 499", logged when the client went away before its answer.
+constexpr unsigned client_closed_status = 499;
 /// Longest write of one unary response.
 constexpr auto write_timeout = std::chrono::seconds{30};
 /// Largest request header (431 beyond): a header flood costs this much.
@@ -36,8 +50,6 @@ constexpr size_t read_buffer_bytes = 64 * 1024;
 /// longest wait for the client to stop sending, before the socket closes.
 constexpr size_t linger_bytes = 1 << 20;
 constexpr auto linger_time = std::chrono::seconds{2};
-/// Longest echo of a client's path in an error message.
-constexpr size_t max_echoed_path_bytes = 200;
 
 class connection : public std::enable_shared_from_this<connection> {
 public:
@@ -60,29 +72,27 @@ private:
   using request_parser =
       boost::beast::http::request_parser<boost::beast::http::string_body>;
 
-  // -- reading
-  // -----------------------------------------------------------------
+  // -- reading (connection.cpp) -----------------------------------------
   void do_read();
   void on_header(boost::system::error_code ec);
   void read_body();
   void on_body(boost::system::error_code ec);
   void on_read_error(boost::system::error_code ec);
-  void handle();
   void begin_request();
-
-  // -- who is asking
-  // -----------------------------------------------------------
+  /// On the header: applies `decide_access` (sets `key_`); false when the
+  /// request was refused.
   bool check_access();
-  bool is_ops_path(const std::string& path) const;
-  bool ops_allowed(const std::string& path,
-                   const boost::beast::http::fields& headers);
-  bool authenticate(const boost::beast::http::fields& headers);
-  void refuse_unauthorized(const std::string& why);
-  void admin_action(const std::string& rest);
+  /// Sends the request to its endpoint (`choose_endpoint`).
+  void handle();
 
-  // -- answers
-  // -----------------------------------------------------------------
+  // -- answers (connection.cpp) ------------------------------------------
+  // Every refusal is counted and logged here, once.
   void refuse(errc code, const std::string& why, bool keep_alive);
+  /// A refusal naming the request field at fault (OpenAI's `param`).
+  void refuse_param(errc code, const std::string& why, const char* param);
+  void refuse_unauthorized(const std::string& why);
+  /// 429: `key_`'s request rate is spent for `wait`.
+  void refuse_rate_limited(std::chrono::duration<double> wait);
   void write(response res);
   void close();
   /// Closes after a refusal sent before the body was read: drops what the
@@ -92,24 +102,27 @@ private:
   void drain(size_t dropped);
   /// Writes this request's access-log line (once per request).
   void log_access(unsigned status);
+  /// A chunked answer (a call's stream or /events) is over.
+  void on_stream_end(sse_stream::end e);
+  /// While an actor works for this connection, the front keeps it alive.
+  void keep_pending();
+  void forget_pending();
 
-  // -- calls
-  // -------------------------------------------------------------------
+  // -- calls and models (connection_calls.cpp) ---------------------------
   void start_call(const std::string& path);
   void list_models(const std::string& id);
   void refuse_model(const std::string& model);
-  void refuse_param(errc code, const std::string& why, const char* param);
   void watch_client();
-  void forget_pending();
   void on_result(call_result r);
   void on_chunk(std::string bytes);
-  void on_stream_end(sse_stream::end e);
 
-  // -- /status and /events
-  // -----------------------------------------------------
+  // -- operations (connection_ops.cpp) -----------------------------------
+  void admin_action(const std::string& rest);
   void start_status();
   void start_events();
   void watch_event_client();
+
+  // -- failure path (connection.cpp) -------------------------------------
 
   /// Runs `fn` and, should it throw, logs it and closes this connection
   /// (cancelling its call): no exception leaves a handler.
@@ -123,8 +136,10 @@ private:
   static void post_to(const std::shared_ptr<post_gate>& gate,
                       const std::weak_ptr<connection>& weak, F fn);
 
+  /// The one failure path: counts, logs, cancels the call, closes.
   void fail(const char* where, const char* what) noexcept;
 
+  // -- member variables --------------------------------------------------
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_{read_buffer_bytes};
   std::optional<request_parser> parser_;
@@ -162,5 +177,33 @@ private:
   std::chrono::steady_clock::time_point request_started_;
   bool logged_ = true;
 };
+
+// -- member function templates ------------------------------------------------
+
+template <class F>
+void connection::guarded(const char* where, F&& fn) noexcept {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    fail(where, e.what());
+  } catch (...) {
+    fail(where, "unknown exception");
+  }
+}
+
+template <class F>
+void connection::post_to(const std::shared_ptr<post_gate>& gate,
+                         const std::weak_ptr<connection>& weak, F fn) {
+  std::lock_guard<std::mutex> guard{gate->mx};
+  if (!gate->open)
+    return;
+  auto c = weak.lock();
+  if (!c)
+    return;
+  auto exec = c->stream_.get_executor();
+  boost::asio::post(exec, [c = std::move(c), fn = std::move(fn)]() mutable {
+    c->guarded("a posted result", [&] { fn(*c); });
+  });
+}
 
 } // namespace sluice::node

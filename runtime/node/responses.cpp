@@ -12,6 +12,12 @@ namespace sluice::node {
 
 namespace http = boost::beast::http;
 
+std::string echo_text(std::string_view text) {
+  if (text.size() <= max_echoed_path_bytes)
+    return std::string{text};
+  return std::string{text.substr(0, max_echoed_path_bytes)} + "...";
+}
+
 std::string json_text(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }

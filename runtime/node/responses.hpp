@@ -5,8 +5,10 @@
 // writes goes through `json_text`, which replaces invalid UTF-8 (a client's
 // path or header bytes, an upstream's body) instead of throwing.
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -19,6 +21,13 @@ namespace sluice::node {
 
 using json = nlohmann::json;
 using response = boost::beast::http::response<boost::beast::http::string_body>;
+
+/// Longest echo of a client's text (a path, a model) in an error message.
+constexpr size_t max_echoed_path_bytes = 200;
+
+/// `text` for an error message: cut after `max_echoed_path_bytes`, marked
+/// with "..." (`json_text` replaces any invalid UTF-8 later).
+std::string echo_text(std::string_view text);
 
 /// `j` as compact JSON text; invalid UTF-8 in any string becomes U+FFFD.
 /// Never throws.

@@ -110,3 +110,11 @@ TEST_CASE("responses: the access log's error is the answer's code, with the "
   cancelled.status = call_status::cancelled;
   CHECK(access_error(cancelled) == "cancelled");
 }
+
+TEST_CASE("a client's text echoed in a message is cut") {
+  CHECK(echo_text("/v1/x") == "/v1/x");
+  std::string at_limit(max_echoed_path_bytes, 'a');
+  CHECK(echo_text(at_limit) == at_limit);
+  auto cut = echo_text(at_limit + "b");
+  CHECK(cut == at_limit + "...");
+}

@@ -1,0 +1,192 @@
+// The OpenAI-compatible endpoints of a connection: a governed call (its
+// session, rate, model and route checks, then the bridge from the call's
+// actor-thread callbacks to the connection's strand) and /v1/models.
+// Member functions of `connection`: the bridge lives on the session's
+// state (the stream, the pending call, the stream writer).
+
+#include "sluice/runtime/node/connection.hpp"
+
+#include "sluice/runtime/node/call_setup.hpp"
+#include "sluice/runtime/node/model_list.hpp"
+#include "sluice/runtime/node/peer_state.hpp"
+#include "sluice/runtime/node/router.hpp"
+
+namespace sluice::node {
+
+namespace beast = boost::beast;
+using tcp = boost::asio::ip::tcp;
+
+// GET /v1/models (`id` empty) or /v1/models/ID.
+void connection::list_models(const std::string& id) {
+  auto body = models_answer(front_.rt.models(), key_, id, front_.started_unix);
+  if (!body)
+    return refuse_model(id);
+  write(make_response(200, json_text(*body), keep_, version_));
+}
+
+void connection::refuse_model(const std::string& model) {
+  refuse_param(errc::model_not_found,
+               "The model " + echo_text(model) + " does not exist", "model");
+}
+
+// -- governed calls -----------------------------------------------------------
+
+void connection::start_call(const std::string& path) {
+  call_options opts;
+  auto session = session_for(request_.base(), key_ ? &key_->name() : nullptr,
+                             id_);
+  if (!session.error.empty())
+    return refuse(errc::bad_request, session.error, keep_);
+  if (key_) {
+    if (!session.name.empty()) {
+      opts.session = std::move(session.name);
+      opts.session_group = key_->tier(); // capped each and together
+    } else {
+      opts.session_tier = key_->tier(); // the key is the session
+    }
+    if (auto wait = key_->take(std::chrono::steady_clock::now()))
+      return refuse_rate_limited(*wait);
+  } else {
+    opts.session = std::move(session.name);
+  }
+  auto facts = inspect_body(request_.body());
+  if (!facts.error.empty())
+    return refuse(errc::bad_request, facts.error, keep_);
+  auto model = facts.model.value_or("");
+  rec_.model = echo_text(model);
+  if (key_ && !key_->may_use(model)) {
+    if (model.empty()) // the route's default would serve any model
+      return refuse_param(errc::bad_request,
+                          "you must provide a model parameter (key " +
+                              key_->name() + " may use only its models)",
+                          "model");
+    return refuse_model(model); // as OpenAI: not there for this key
+  }
+  switch (front_.rt.find_route(path, model).miss) {
+  case route_miss::none:
+    break;
+  case route_miss::no_route: // removed meanwhile
+    return refuse(errc::not_found, "no route " + echo_text(path), keep_);
+  case route_miss::model_required:
+    return refuse_param(errc::bad_request,
+                        "you must provide a model parameter", "model");
+  case route_miss::model_not_found:
+    return refuse_model(model);
+  }
+  call_request call{path, std::move(request_.body())};
+  call.model = std::move(model);
+  call.stream = facts.stream;
+  call.headers = forwarded_headers(request_.base(), rec_.request_id);
+  opts.connection = tier_;
+  ++front_.in_flight;
+  pending_ = true;
+  route_ = path;
+  started_ = std::chrono::steady_clock::now();
+  try {
+    keep_pending();
+    std::weak_ptr<connection> weak = shared_from_this();
+    // On an actor thread: hand a piece of the answer, or the result, to
+    // the connection's strand.
+    auto to_strand = [gate = front_.gate, weak](auto fn) {
+      post_to(gate, weak, std::move(fn));
+    };
+    if (call.stream)
+      opts.on_chunk = [to_strand](std::string bytes) {
+        to_strand([bytes = std::move(bytes)](connection& c) mutable {
+          c.on_chunk(std::move(bytes));
+        });
+      };
+    call_ = front_.rt.call(
+        std::move(call),
+        [to_strand](call_result r) {
+          to_strand([r = std::move(r)](connection& c) mutable {
+            c.on_result(std::move(r));
+          });
+        },
+        opts);
+  } catch (const std::exception& e) {
+    --front_.in_flight;
+    pending_ = false;
+    forget_pending();
+    return refuse(errc::bad_request, e.what(), keep_);
+  }
+  watch_client();
+}
+
+// While the call runs, notice the client going away (its socket reads EOF
+// or fails). That cancels the call.
+void connection::watch_client() {
+  stream_.expires_never();
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      [self = shared_from_this(), seq = watch_seq_](beast::error_code ec) {
+        self->guarded("watching a client", [&] {
+          if (ec || !self->pending_ || seq != self->watch_seq_)
+            return; // stale: that call is over
+          switch (peek_peer(self->stream_.socket())) {
+          case peer_state::closed:
+            self->call_.cancel(); // the governor ends; permits come back
+            self->closed_ = true;
+            return;
+          case peer_state::quiet:
+            return self->watch_client(); // a stale wakeup: keep watching
+          case peer_state::has_data:
+            return; // the client sent more (pipelining): read it later
+          }
+        });
+      });
+}
+
+void connection::on_result(call_result r) {
+  if (!pending_)
+    return; // cut off by the shutdown meanwhile: already answered
+  pending_ = false;
+  ++watch_seq_; // the disconnect watch is stale now
+  --front_.in_flight;
+  forget_pending();
+  if (!streaming_) {
+    // Stop watching for a disconnect (nothing else is pending).
+    beast::error_code ignored;
+    stream_.socket().cancel(ignored);
+  }
+  if (r.status != call_status::ok && r.status != call_status::cancelled) {
+    json v{{"route", route_}, {"status", std::string{to_string(r.status)}}};
+    if (!r.reason.empty())
+      v["reason"] = r.reason;
+    if (r.busy_tier)
+      v["tier"] = std::string{to_string(*r.busy_tier)};
+    front_.events.publish("event: verdict\ndata: " + json_text(v) + "\n\n");
+  }
+  front_.metrics.record(route_, r, std::chrono::steady_clock::now() - started_);
+  rec_.source = r.source;
+  rec_.attempts = static_cast<uint32_t>(r.attempts.size());
+  for (auto& a : r.attempts)
+    rec_.upstream += a.elapsed;
+  rec_.error = access_error(r);
+  if (closed_ || r.status == call_status::cancelled) {
+    log_access(client_closed_status);
+    return close();
+  }
+  if (!streaming_)
+    return write(render(r, keep_, version_));
+  // The stream is under way: end it, with an error event if it broke.
+  if (!r.ok())
+    sse_->push(stream_error_frame(r));
+  sse_->finish();
+}
+
+// A piece of the answer: the first one sends the response header. From
+// here on the call cannot be retried; the governor knows.
+void connection::on_chunk(std::string bytes) {
+  if (closed_ || !pending_)
+    return;
+  if (!streaming_) {
+    streaming_ = true;
+    sse_.emplace(stream_, answer_stream_budget,
+                 [this](sse_stream::end e) { on_stream_end(e); });
+    sse_->start(shared_from_this(), keep_, version_, rec_.request_id);
+  }
+  sse_->push(std::move(bytes));
+}
+
+} // namespace sluice::node

@@ -1,0 +1,149 @@
+// The operations endpoints of a connection: an operator's breaker action,
+// GET /status and GET /events. Member functions of `connection`: each waits
+// on an actor and answers on the session's strand and stream.
+
+#include "sluice/runtime/node/connection.hpp"
+
+#include "sluice/actors/log.hpp"
+#include "sluice/runtime/node/operator_action.hpp"
+#include "sluice/runtime/node/peer_state.hpp"
+#include "sluice/runtime/node/status_report.hpp"
+
+namespace sluice::node {
+
+namespace beast = boost::beast;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+log_limit admin_log;
+
+} // namespace
+
+// -- POST /admin/breakers/SOURCE/ACTION ---------------------------------------
+
+// `rest`: the path after "/admin/".
+void connection::admin_action(const std::string& rest) {
+  auto parsed = parse_operator_action(rest);
+  if (parsed.error)
+    return refuse(*parsed.error, parsed.why, keep_);
+  std::optional<source_handle> target;
+  for (auto& s : front_.rt.sources())
+    if (s.name == parsed.source)
+      target = s;
+  if (!target)
+    return refuse(errc::not_found, "no source " + echo_text(parsed.source),
+                  keep_);
+  log_limited(admin_log, spdlog::level::warn,
+              "operator action from {}: {} the breaker of source {}", peer_,
+              parsed.action_name, parsed.source);
+  keep_pending();
+  std::weak_ptr<connection> weak = shared_from_this();
+  // Should the spawn throw (no memory), the connection is no longer kept.
+  struct unpend {
+    connection* c;
+    bool armed = true;
+    ~unpend() {
+      if (armed)
+        c->forget_pending();
+    }
+  } guard{this};
+  ask_breaker(
+      front_, target->breaker.actor, parsed.action,
+      [weak, gate = front_.gate, name = parsed.source,
+       action_name = parsed.action_name](std::optional<breaker_status> st) {
+        post_to(gate, weak, [st, name, action_name](connection& c) {
+          c.forget_pending();
+          if (!st)
+            return c.refuse(errc::overloaded,
+                            "the breaker of " + name + " did not answer",
+                            c.keep_);
+          c.write(make_response(
+              200,
+              json_text({{"source", name},
+                         {"action", action_name},
+                         {"state", std::string{policy::to_string(st->state)}},
+                         {"generation", st->generation},
+                         {"isolated", st->isolated}}),
+              c.keep_, c.version_));
+        });
+      });
+  guard.armed = false;
+}
+
+// -- GET /status --------------------------------------------------------------
+
+void connection::start_status() {
+  keep_pending(); // until answered, or until the front stops
+  std::weak_ptr<connection> weak = shared_from_this();
+  collect_scopes(front_, [weak, gate = front_.gate](json scopes) {
+    post_to(gate, weak, [scopes = std::move(scopes)](connection& c) {
+      c.forget_pending();
+      c.write(make_response(200, json_text(status_json(c.front_, scopes)),
+                            c.keep_, c.version_));
+    });
+  });
+}
+
+// -- GET /events --------------------------------------------------------------
+
+void connection::start_events() {
+  // Subscribe before the header goes out, so a client that has seen the
+  // header misses nothing published after it; events queue meanwhile.
+  std::weak_ptr<connection> weak = shared_from_this();
+  auto push = [weak, gate = front_.gate](const std::string& frame) {
+    post_to(gate, weak, [frame](connection& c) {
+      if (c.sse_)
+        c.sse_->push(frame);
+    });
+  };
+  if (!front_.events.subscribe(id_, std::move(push)))
+    return refuse(errc::overloaded,
+                  "too many /events subscribers (node.max_event_subscribers "
+                  "= " +
+                      std::to_string(front_.events.max_subscribers()) + ")",
+                  false);
+  subscribed_ = true;
+  keep_ = false; // the stream ends when the client leaves
+  beast::error_code ignored;
+  stream_.socket().set_option(
+      net::socket_base::send_buffer_size(event_send_buffer_bytes), ignored);
+  route_.clear();
+  sse_.emplace(stream_, event_stream_budget,
+               [this](sse_stream::end e) { on_stream_end(e); });
+  sse_->start(shared_from_this(), false, version_, rec_.request_id);
+  log_access(200);
+  sse_->push(breaker_snapshot_frame(front_));
+  watch_event_client();
+}
+
+void connection::watch_event_client() {
+  stream_.socket().async_wait(
+      tcp::socket::wait_read,
+      [self = shared_from_this()](beast::error_code ec) {
+        self->guarded("watching an /events client", [&] {
+          if (!self->sse_ || self->sse_->ended())
+            return;
+          if (ec)
+            return self->sse_->drop();
+          auto& socket = self->stream_.socket();
+          switch (peek_peer(socket)) {
+          case peer_state::closed:
+            return self->sse_->drop();
+          case peer_state::has_data: {
+            // Ignore what the client sends (it is there: this won't block).
+            char sink[512];
+            beast::error_code ignored;
+            socket.read_some(net::buffer(sink), ignored);
+            break;
+          }
+          case peer_state::quiet:
+            break;
+          }
+          self->watch_event_client();
+        });
+      });
+}
+
+} // namespace sluice::node

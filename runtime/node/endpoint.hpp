@@ -1,0 +1,54 @@
+#pragma once
+
+// Which of the node's endpoints a request is for, from its target and
+// method: the dispatch of Beast's `handle_request`, apart from the session
+// that reads and writes. Pure: whether a call route exists is asked of the
+// caller.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/verb.hpp>
+
+#include "sluice/messages/errors.hpp"
+
+namespace sluice::node {
+
+enum class endpoint {
+  /// GET /healthz.
+  healthz,
+  /// POST /admin/... (`arg`: the path after "/admin/").
+  admin_action,
+  /// GET /status.
+  status,
+  /// GET /events.
+  events,
+  /// GET /metrics.
+  metrics,
+  /// GET /v1/models (`arg` empty) or /v1/models/ID (`arg`: ID, decoded).
+  models,
+  /// POST on a configured call route (`arg`: the path).
+  call,
+};
+
+/// Where a request goes, or why it is refused.
+struct endpoint_choice {
+  endpoint to = endpoint::healthz;
+  std::string arg;
+  /// Set when refused (400, 404 or 405), with the refusal's message in
+  /// `why`; the connection stays open.
+  std::optional<errc> error;
+  std::string why;
+};
+
+/// The endpoint of a request to `target` with `method`. The admin listener
+/// serves only /healthz and the operations endpoints. `has_route` tells
+/// whether a path is a configured call route.
+endpoint_choice
+choose_endpoint(std::string_view target, boost::beast::http::verb method,
+                bool on_admin_listener,
+                const std::function<bool(const std::string&)>& has_route);
+
+} // namespace sluice::node

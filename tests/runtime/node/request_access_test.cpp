@@ -1,0 +1,151 @@
+// Who is asking, decided on the header alone: the key lookups are plain
+// functions here, so no socket and no actor system is needed.
+
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/field.hpp>
+#include <catch2/catch.hpp>
+
+#include "sluice/runtime/node/request_access.hpp"
+
+using namespace sluice;
+using namespace sluice::node;
+namespace http = boost::beast::http;
+
+namespace {
+
+using kind = access_verdict::kind;
+
+// A node with one client key ("sk-alice") and an admin key ("sk-admin"),
+// its main listener on loopback.
+struct fixture {
+  client_key alice{make_config("alice"), tier_handle{}, time_point{}};
+  access_context ctx;
+  http::fields headers;
+
+  fixture() {
+    ctx.main_listener_loopback = true;
+    ctx.admin_key_configured = true;
+    ctx.client_keys_configured = true;
+    ctx.is_admin_key = [](std::string_view t) { return t == "sk-admin"; };
+    ctx.find_key = [this](std::string_view t) {
+      return t == "sk-alice" ? &alice : nullptr;
+    };
+  }
+
+  static client_key_config make_config(std::string name) {
+    client_key_config cfg;
+    cfg.name = std::move(name);
+    return cfg;
+  }
+
+  access_verdict decide(std::string_view path) {
+    return decide_access(path, headers, ctx);
+  }
+
+  void bearer(const std::string& token) {
+    headers.set(http::field::authorization, "Bearer " + token);
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "access: the operations paths") {
+  CHECK(is_operations_path("/status"));
+  CHECK(is_operations_path("/metrics"));
+  CHECK(is_operations_path("/events"));
+  CHECK(is_operations_path("/admin/breakers/a/reset"));
+  CHECK_FALSE(is_operations_path("/admin"));
+  CHECK_FALSE(is_operations_path("/healthz"));
+  CHECK_FALSE(is_operations_path("/v1/models"));
+  CHECK_FALSE(is_operations_path("/statusx"));
+}
+
+TEST_CASE_METHOD(fixture, "access: /healthz needs no key") {
+  auto v = decide("/healthz");
+  CHECK(v.what == kind::allowed);
+  CHECK(v.key == nullptr);
+}
+
+TEST_CASE_METHOD(fixture, "access: a call needs a known client key") {
+  auto none = decide("/v1/chat/completions");
+  CHECK(none.what == kind::unauthorized);
+  CHECK(none.why.find("You didn't provide an API key") == 0);
+  headers.set(http::field::authorization, "Basic eA==");
+  auto malformed = decide("/v1/chat/completions");
+  CHECK(malformed.what == kind::unauthorized);
+  CHECK(malformed.why.find("Malformed API key header") == 0);
+  bearer("sk-mallory");
+  auto wrong = decide("/v1/chat/completions");
+  CHECK(wrong.what == kind::unauthorized);
+  CHECK(wrong.why == "Incorrect API key provided");
+  bearer("sk-alice");
+  auto ok = decide("/v1/models");
+  CHECK(ok.what == kind::allowed);
+  CHECK(ok.why.empty());
+  CHECK(ok.key == &alice);
+}
+
+TEST_CASE_METHOD(fixture, "access: without client keys a call is anonymous") {
+  ctx.client_keys_configured = false;
+  bearer("sk-alice"); // ignored: SDKs always send one
+  auto v = decide("/v1/chat/completions");
+  CHECK(v.what == kind::allowed);
+  CHECK(v.key == nullptr);
+}
+
+TEST_CASE_METHOD(fixture, "access: the admin listener lets calls through") {
+  // The router answers them 404; no key is asked for.
+  ctx.on_admin_listener = true;
+  auto v = decide("/v1/chat/completions");
+  CHECK(v.what == kind::allowed);
+  CHECK(v.key == nullptr);
+}
+
+TEST_CASE_METHOD(fixture, "access: operations need the admin key") {
+  auto none = decide("/status");
+  CHECK(none.what == kind::unauthorized);
+  CHECK(none.why == "this endpoint needs the admin key "
+                    "(Authorization: Bearer ADMIN_KEY)");
+  bearer("sk-alice"); // a client key is no admin key
+  auto wrong = decide("/metrics");
+  CHECK(wrong.what == kind::unauthorized);
+  CHECK(wrong.why == "incorrect admin key");
+  bearer("sk-admin");
+  auto ok = decide("/admin/breakers/a/reset");
+  CHECK(ok.what == kind::allowed);
+  CHECK(ok.key == nullptr);
+}
+
+TEST_CASE_METHOD(fixture, "access: /admin/ refuses a cross-origin request") {
+  bearer("sk-admin");
+  headers.set(http::field::origin, "https://example.com");
+  auto v = decide("/admin/breakers/a/isolate");
+  CHECK(v.what == kind::forbidden);
+  CHECK(v.why.find("cross-origin") != std::string::npos);
+  // Reading is harmless: /status takes an Origin.
+  CHECK(decide("/status").what == kind::allowed);
+}
+
+TEST_CASE_METHOD(fixture, "access: operations not served on this listener") {
+  ctx.admin_key_configured = false;
+  auto keys = decide("/status");
+  CHECK(keys.what == kind::forbidden);
+  CHECK(keys.why.find("set auth.admin_key or node.admin_listen") !=
+        std::string::npos);
+  ctx.admin_listener_configured = true;
+  auto elsewhere = decide("/events");
+  CHECK(elsewhere.what == kind::forbidden);
+  CHECK(elsewhere.why == "operations are served on node.admin_listen");
+  ctx.on_admin_listener = true;
+  CHECK(decide("/events").what == kind::allowed);
+}
+
+TEST_CASE_METHOD(fixture, "access: loopback without any key serves ops") {
+  ctx.admin_key_configured = false;
+  ctx.client_keys_configured = false;
+  CHECK(decide("/status").what == kind::allowed);
+  ctx.main_listener_loopback = false;
+  CHECK(decide("/status").what == kind::forbidden);
+}
