@@ -564,7 +564,8 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         return governor_status{st.clock ? st.clock->stalled(now) : duration{},
                                st.clock ? st.clock->productive() : duration{},
                                st.fails,
-                               static_cast<uint32_t>(st.attempts.size())};
+                               static_cast<uint32_t>(st.attempts.size()),
+                               st.phase};
       },
   };
 }
