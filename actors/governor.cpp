@@ -561,11 +561,10 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
       [self](status_atom) {
         auto& st = self->state;
         auto now = self->clock().now();
-        return governor_status{st.clock ? st.clock->stalled(now) : duration{},
-                               st.clock ? st.clock->productive() : duration{},
-                               st.fails,
-                               static_cast<uint32_t>(st.attempts.size()),
-                               st.phase};
+        return governor_status{
+            st.clock ? st.clock->stalled(now) : duration{},
+            st.clock ? st.clock->productive() : duration{}, st.fails,
+            static_cast<uint32_t>(st.attempts.size()), st.phase};
       },
   };
 }
