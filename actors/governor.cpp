@@ -1,58 +1,34 @@
 #include "sluice/actors/governor.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
-#include <numeric>
+#include <memory>
 #include <optional>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/stateful_actor.hpp>
-#include <caf/typed_response_promise.hpp>
 
+#include "sluice/actors/attempt_runner.hpp"
+#include "sluice/actors/call_delivery.hpp"
+#include "sluice/actors/call_results.hpp"
+#include "sluice/actors/log.hpp"
 #include "sluice/actors/payload.hpp"
 #include "sluice/actors/permit.hpp"
 #include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/policy/governor_phase.hpp"
 #include "sluice/runtime/policy/http_outcome.hpp"
 #include "sluice/runtime/policy/rng.hpp"
+#include "sluice/runtime/policy/source_order.hpp"
 #include "sluice/runtime/policy/stall_clock.hpp"
 
 namespace sluice {
 
 namespace {
 
+using policy::governor_phase;
 using policy::outcome_kind;
-
-// -- the attempt runner -------------------------------------------------------
-
-// Makes one attempt on behalf of a governor. It is the requester the source
-// sees, and it is linked to the governor: when the governor dies, or kills it
-// because the attempt timed out, the source sees its requester terminate and
-// abandons the attempt.
-caf::behavior attempt_runner(caf::event_based_actor* self, source_actor source,
-                             call_request request) {
-  return {
-      [=](run_atom) -> caf::result<source_reply> {
-        auto promise = self->make_response_promise<source_reply>();
-        self->request(source, caf::infinite, attempt_atom_v, request)
-            .then(
-                [=](source_reply& reply) mutable {
-                  promise.deliver(std::move(reply));
-                  self->quit();
-                },
-                [=](caf::error&) mutable {
-                  // The source failed or is gone: a transient failure.
-                  promise.deliver(source_reply{
-                      outcome_kind::transient, 0,
-                      R"({"error":"source unavailable"})", std::nullopt});
-                  self->quit();
-                });
-        return promise;
-      },
-  };
-}
 
 // -- the governor's state -----------------------------------------------------
 
@@ -73,21 +49,12 @@ struct running_attempt {
 // What a backoff or poll timer does when it fires.
 enum class after_sleep { next_round, stall_check_then_round };
 
-// The callback of a callback-form call, shared with the functor that reports
-// a cancellation when the governor terminates without a result.
-struct done_callback {
-  std::function<void(call_result)> fn;
-  bool called = false; // only touched on the governor's thread
-};
-
 struct governor_state {
   governor_config cfg;
-  std::shared_ptr<done_callback> done;
-  /// A callback-form governor keeps itself alive until it is done: nothing
-  /// else need reference it.
-  caf::actor self_ref;
-  caf::typed_response_promise<call_result> promise;
-  bool started = false;
+  /// The promise form or the callback form (`cfg.on_done`).
+  std::unique_ptr<call_delivery> delivery;
+  /// Changed only by `enter`.
+  governor_phase phase = governor_phase::idle;
   std::optional<policy::stall_clock> clock;
   admission_ticket ticket;
   uint32_t fails = 0;
@@ -99,14 +66,11 @@ struct governor_state {
   /// Only the latest timer counts; earlier ones are stale.
   uint64_t timer_seq = 0;
   after_sleep on_wake = after_sleep::next_round;
-  bool waiting_for_source = false;
   bool watching = false;
   /// Earliest instant a rejecting breaker named in the last round.
   std::optional<time_point> soonest_retry;
   /// Earliest instant a source out of quota has a token again (last round).
   std::optional<time_point> next_token;
-  /// Who made the call: receives the stream chunks of a streamed call.
-  caf::actor caller;
   /// Sequence number of the latest attempt; answers and chunks of earlier
   /// attempts are dropped.
   uint64_t attempt_seq = 0;
@@ -128,42 +92,39 @@ using governor_actor = caf::stateful_actor<governor_state>;
 
 void next_round(governor_actor* self);
 
-// -- ending the call ----------------------------------------------------------
+// -- phases -------------------------------------------------------------------
 
-double seconds(duration d) {
-  return std::chrono::duration<double>(d).count();
+// The one place the phase changes. A move outside `policy::may_enter` is a
+// bug in this file: it is logged, and the governor goes on as told (the
+// phase only gates early wakes and a second `call_atom`).
+void enter(governor_actor* self, governor_phase to) {
+  auto& st = self->state;
+  if (!policy::may_enter(st.phase, to))
+    logger().error("governor: phase {} -> {} is not a move of the loop",
+                   policy::to_string(st.phase), policy::to_string(to));
+  st.phase = to;
 }
+
+// -- ending the call ----------------------------------------------------------
 
 void finish(governor_actor* self, call_result result) {
   auto& st = self->state;
+  enter(self, governor_phase::finished);
   result.attempts = std::move(st.attempts);
   st.ticket.release(self);
   if (!st.lease.empty())
     self->send(st.cfg.cluster, lease_release_atom_v, std::move(st.lease));
-  if (st.done) {
-    st.done->called = true;
-    st.done->fn(std::move(result));
-  } else {
-    st.promise.deliver(std::move(result));
-  }
-  st.self_ref = nullptr;
+  st.delivery->close(std::move(result));
   self->quit();
 }
 
 void exhausted(governor_actor* self, const char* reason,
                std::optional<duration> retry_in = std::nullopt) {
   auto& st = self->state;
-  auto now = self->clock().now();
-  call_result r;
-  r.status = call_status::all_sources_exhausted;
-  r.reason = reason;
-  if (!retry_in) {
-    retry_in = st.policy().poll_interval;
-    if (st.soonest_retry && *st.soonest_retry > now)
-      retry_in = *st.soonest_retry - now;
-  }
-  r.retry_after_s = seconds(*retry_in);
-  finish(self, std::move(r));
+  if (!retry_in)
+    retry_in = exhausted_retry_in(st.policy().poll_interval, st.soonest_retry,
+                                  self->clock().now());
+  finish(self, exhausted_result(reason, *retry_in));
 }
 
 // -- waiting ------------------------------------------------------------------
@@ -197,10 +158,8 @@ void check_stall(governor_actor* self, std::function<void()> then) {
               then();
           },
           [self](caf::error&) {
-            call_result r;
-            r.status = call_status::governance_backend_error;
-            r.retry_after_s = seconds(self->state.policy().poll_interval);
-            finish(self, std::move(r));
+            finish(self,
+                   backend_error_result(self->state.policy().poll_interval));
           });
 }
 
@@ -217,7 +176,7 @@ void wait_for_source(governor_actor* self) {
   // Permit watches are one-shot: renew them for every wait.
   for (auto& src : st.route().sources)
     self->send(src.gate, watch_atom_v);
-  st.waiting_for_source = true;
+  enter(self, governor_phase::waiting);
   auto delay = policy::poll_delay(st.policy().poll_interval, st.uniform());
   // A source out of quota has a token again at a known instant: be there.
   if (st.next_token) {
@@ -229,9 +188,8 @@ void wait_for_source(governor_actor* self) {
 
 void wake_early(governor_actor* self) {
   auto& st = self->state;
-  if (!st.waiting_for_source)
+  if (st.phase != governor_phase::waiting)
     return;
-  st.waiting_for_source = false;
   ++st.timer_seq; // the poll timer is stale now
   next_round(self);
 }
@@ -301,42 +259,20 @@ void on_outcome(governor_actor* self, source_reply reply) {
     // Bytes went to the caller: whatever happened, this attempt is the
     // answer. A failure now cannot be retried; the caller ends its stream
     // with an error.
-    call_result r;
-    r.source = src.name;
-    r.streamed = true;
-    r.upstream_status = reply.status;
-    if (reply.kind == outcome_kind::ok) {
+    if (reply.kind == outcome_kind::ok)
       note_progress(self);
-    } else {
-      r.status = call_status::upstream_error;
-      r.reason = "stream_interrupted";
-      r.body = std::move(reply.body);
-    }
-    finish(self, std::move(r));
+    finish(self, streamed_result(src.name, std::move(reply)));
     return;
   }
   switch (reply.kind) {
-  case outcome_kind::ok: {
+  case outcome_kind::ok:
     note_progress(self);
-    call_result r;
-    r.source = src.name;
-    r.body = std::move(reply.body);
-    r.content_type = std::move(reply.content_type);
-    r.upstream_status = reply.status;
-    finish(self, std::move(r));
+    finish(self, answer_result(src.name, std::move(reply)));
     return;
-  }
-  case outcome_kind::permanent: {
+  case outcome_kind::permanent:
     // Fail fast: the request itself is wrong; no retry, no stall check.
-    call_result r;
-    r.status = call_status::upstream_error;
-    r.source = src.name;
-    r.body = std::move(reply.body);
-    r.content_type = std::move(reply.content_type);
-    r.upstream_status = reply.status;
-    finish(self, std::move(r));
+    finish(self, answer_result(src.name, std::move(reply)));
     return;
-  }
   case outcome_kind::rate_limited:
   case outcome_kind::transient:
   case outcome_kind::timeout:
@@ -362,6 +298,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
   }
   // After a 429 backoff the stall check guards against saturation loops
   // (429 may not spend the retry budget); other failures spend it.
+  enter(self, governor_phase::backing_off);
   sleep_for(self, delay,
             reply.kind == outcome_kind::rate_limited
                 ? after_sleep::stall_check_then_round
@@ -440,6 +377,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
     request.stream_tag = tag;
   }
   auto now = self->clock().now();
+  enter(self, governor_phase::attempting);
   st.clock->begin_attempt(now);
   st.current = running_attempt{seq, idx, permit, verdict, now, {}, tag};
   auto limit = st.policy().attempt_timeout;
@@ -465,26 +403,6 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
 }
 
 // -- selection ----------------------------------------------------------------
-
-std::vector<size_t> candidate_order(governor_state& st) {
-  const auto& route = st.route();
-  std::vector<size_t> order(route.sources.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  if (!route.weights.empty()) {
-    // Weighted random order (Efraimidis-Spirakis: key u^(1/w), largest first).
-    std::vector<double> key(order.size());
-    for (size_t i = 0; i < order.size(); ++i)
-      key[i] = std::pow(st.uniform(), 1.0 / route.weights[i]);
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return key[a] > key[b]; });
-  }
-  // Failover: after a failure, prefer any other source.
-  if (st.last_failed && order.size() > 1) {
-    auto i = std::find(order.begin(), order.end(), *st.last_failed);
-    std::rotate(i, i + 1, order.end());
-  }
-  return order;
-}
 
 void try_candidate(governor_actor* self,
                    std::shared_ptr<const std::vector<size_t>> order, size_t i) {
@@ -549,10 +467,14 @@ void try_candidate(governor_actor* self,
 
 void next_round(governor_actor* self) {
   auto& st = self->state;
+  enter(self, governor_phase::choosing);
   st.soonest_retry.reset();
   st.next_token.reset();
-  auto order = std::make_shared<const std::vector<size_t>>(candidate_order(st));
-  try_candidate(self, std::move(order), 0);
+  const auto& route = st.route();
+  auto order = policy::source_order(route.sources.size(), route.weights,
+                                    st.last_failed, st.rng);
+  try_candidate(
+      self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0);
 }
 
 // The global tier across nodes, after the local tiers and under the same
@@ -571,16 +493,10 @@ void admit_cluster(governor_actor* self) {
           },
           [self](caf::error& err) {
             auto& st = self->state;
-            call_result r;
-            if (auto tier = busy_tier(err)) {
-              r.status = call_status::tool_busy;
-              r.busy_tier = tier;
-              r.retry_after_s = seconds(st.cfg.wait_timeout);
-            } else {
-              r.status = call_status::governance_backend_error;
-              r.retry_after_s = seconds(st.policy().poll_interval);
-            }
-            finish(self, std::move(r));
+            if (auto tier = busy_tier(err))
+              finish(self, busy_result(tier, st.cfg.wait_timeout));
+            else
+              finish(self, backend_error_result(st.policy().poll_interval));
           });
 }
 
@@ -590,41 +506,25 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.rng.seed(st.cfg.seed);
-  if (st.cfg.on_done) {
-    st.done = std::make_shared<done_callback>();
-    st.done->fn = std::move(st.cfg.on_done);
-    st.self_ref = caf::actor_cast<caf::actor>(self);
-    // Terminated without a result (killed: the call was cancelled).
-    self->attach_functor([done = st.done] {
-      if (!done->called) {
-        done->called = true;
-        call_result r;
-        r.status = call_status::cancelled;
-        done->fn(std::move(r));
-      }
-    });
-  }
+  st.delivery = make_call_delivery(self, std::move(st.cfg.on_done),
+                                   std::move(st.cfg.on_chunk));
   // Attempt runners are linked to us; their exits (normal, or the kill we
   // send on a timeout) must not take us down.
   self->set_exit_handler([](caf::exit_msg&) {});
   return {
       [self](call_atom) -> caf::result<call_result> {
         auto& st = self->state;
-        if (st.started)
+        if (st.phase != governor_phase::idle)
           return caf::sec::invalid_argument; // one call per governor
-        st.started = true;
-        st.caller = caf::actor_cast<caf::actor>(self->current_sender());
-        st.promise = self->make_response_promise<call_result>();
+        enter(self, governor_phase::admitting);
+        auto reply = st.delivery->open(self);
         st.clock.emplace(self->clock().now());
         admit(self, st.cfg.admission, st.cfg.wait_timeout,
               [self](caf::expected<admission_ticket> t) {
                 auto& st = self->state;
                 if (!t) {
-                  call_result r;
-                  r.status = call_status::tool_busy;
-                  r.busy_tier = busy_tier(t.error());
-                  r.retry_after_s = seconds(st.cfg.wait_timeout);
-                  finish(self, std::move(r));
+                  finish(self, busy_result(busy_tier(t.error()),
+                                           st.cfg.wait_timeout));
                   return;
                 }
                 st.ticket = std::move(*t);
@@ -633,13 +533,12 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
                 else
                   next_round(self);
               });
-        return st.promise;
+        return reply;
       },
       [self](resume_atom, uint64_t seq) {
         auto& st = self->state;
         if (seq != st.timer_seq)
           return; // stale
-        st.waiting_for_source = false;
         if (st.on_wake == after_sleep::stall_check_then_round)
           check_stall(self, [self] { next_round(self); });
         else
@@ -655,20 +554,17 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         if (!st.current || st.current->tag != tag || bytes.empty())
           return; // from an attempt that is over
         st.committed = true;
-        if (st.cfg.on_chunk)
-          st.cfg.on_chunk(std::move(bytes));
-        else if (st.caller)
-          self->send(st.caller, stream_chunk_atom_v, std::move(bytes));
+        st.delivery->chunk(self, std::move(bytes));
       },
       // Our own TTFT timer (see arm_first_byte_timer): never answered.
       [](first_byte_atom, uint64_t) { return caf::delegated<void>{}; },
       [self](status_atom) {
         auto& st = self->state;
         auto now = self->clock().now();
-        return governor_status{st.clock ? st.clock->stalled(now) : duration{},
-                               st.clock ? st.clock->productive() : duration{},
-                               st.fails,
-                               static_cast<uint32_t>(st.attempts.size())};
+        return governor_status{
+            st.clock ? st.clock->stalled(now) : duration{},
+            st.clock ? st.clock->productive() : duration{}, st.fails,
+            static_cast<uint32_t>(st.attempts.size()), st.phase};
       },
   };
 }

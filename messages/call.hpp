@@ -9,6 +9,7 @@
 #include <caf/actor.hpp>
 
 #include "sluice/messages/admission.hpp"
+#include "sluice/runtime/policy/governor_phase.hpp"
 #include "sluice/runtime/policy/outcome.hpp"
 #include "sluice/runtime/policy/time.hpp"
 
@@ -122,6 +123,7 @@ struct governor_status {
   duration productive;
   uint32_t fails;
   uint32_t attempts;
+  policy::governor_phase phase = policy::governor_phase::idle;
 };
 
 /// What the scope-state backend knows of a scope's progress: the time since

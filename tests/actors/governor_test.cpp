@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/response_promise.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <catch2/catch.hpp>
 
@@ -18,6 +19,7 @@
 using namespace std::chrono_literals;
 using namespace sluice;
 using namespace sluice::testing;
+using policy::governor_phase;
 using policy::outcome_kind;
 
 namespace {
@@ -65,6 +67,16 @@ policy::breaker_config trips_after(uint32_t failures, duration open_for) {
   b.failure_rate_threshold = 1.0;
   b.open_duration = open_for;
   return b;
+}
+
+governor_phase phase_of(governor_fixture& f, const caf::actor& gov) {
+  caf::scoped_actor self{f.sys};
+  self->send(gov, status_atom_v);
+  f.run();
+  auto out = governor_phase::finished;
+  self->receive([&](const governor_status& s) { out = s.phase; },
+                caf::after(0s) >> [] { FAIL("no status"); });
+  return out;
 }
 
 } // namespace
@@ -532,4 +544,37 @@ TEST_CASE_METHOD(governor_fixture,
   CHECK(source(0).breaker.mirror->load().state == breaker_state::open);
   advance_to(opened + 5min);
   CHECK(source(0).breaker.mirror->load().state == breaker_state::half_open);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a governor reports its phase: attempting then backing off "
+                 "then attempting again") {
+  make_route({src("a", answering(1s, 1.0))}, quick_policy());
+  auto c = call();
+  run();
+  CHECK(phase_of(*this, c.governor) == governor_phase::attempting);
+  advance(1s); // transient: a 1 s backoff (no jitter)
+  CHECK(phase_of(*this, c.governor) == governor_phase::backing_off);
+  advance(999ms);
+  CHECK(phase_of(*this, c.governor) == governor_phase::backing_off);
+  advance(1ms);
+  CHECK(phase_of(*this, c.governor) == governor_phase::attempting);
+  run_until_done(c, 1h);
+  REQUIRE(c.done());
+  CHECK(c.result().reason == "retry_exhausted");
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "a governor with no runnable source reports waiting") {
+  auto p = quick_policy();
+  p.stall_window = 600s;
+  make_route({src("a", answering(100ms), trips_after(1, 5s))}, p);
+  record_failure(0);
+  REQUIRE(source(0).breaker.is_open());
+  auto c = call();
+  run();
+  CHECK(phase_of(*this, c.governor) == governor_phase::waiting);
+  run_until_done(c, 1h); // the half-open broadcast wakes it
+  REQUIRE(c.done());
+  CHECK(c.result().ok());
 }
