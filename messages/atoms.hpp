@@ -137,6 +137,7 @@ CAF_END_TYPE_ID_BLOCK(sluice)
 // Only ever sent within one process; nodes share state through the backend
 // (Redis), not through CAF's network layer.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::tier_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::gate_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_verdict)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_event)
