@@ -41,4 +41,21 @@ private:
   int line_;
 };
 
+/// What the library's `validate` functions throw, read back: they say
+/// `std::invalid_argument("field: problem")`, naming the settings struct's
+/// field; the facade and the config reader turn that into a `config_error`
+/// for their own key. `field` is empty when the message names none.
+struct field_problem {
+  std::string field;
+  std::string problem;
+};
+
+inline field_problem read_field_problem(const std::invalid_argument& e) {
+  std::string what = e.what();
+  auto colon = what.find(": ");
+  if (colon == std::string::npos)
+    return {std::string{}, what};
+  return {what.substr(0, colon), what.substr(colon + 2)};
+}
+
 } // namespace sluice

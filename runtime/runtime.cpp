@@ -76,12 +76,8 @@ void with_key_prefix(const std::string& prefix, F f) {
   } catch (const config_error&) {
     throw;
   } catch (const std::invalid_argument& e) {
-    std::string what = e.what();
-    auto colon = what.find(": ");
-    if (colon == std::string::npos)
-      throw config_error(prefix, what);
-    throw config_error(prefix + "." + what.substr(0, colon),
-                       what.substr(colon + 2));
+    auto [field, problem] = read_field_problem(e);
+    throw config_error(field.empty() ? prefix : prefix + "." + field, problem);
   }
 }
 

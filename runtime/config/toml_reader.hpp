@@ -161,10 +161,9 @@ public:
     } catch (const config_error&) {
       throw;
     } catch (const std::invalid_argument& e) {
-      std::string what = e.what();
-      auto colon = what.find(": ");
-      auto field = what.substr(0, colon);
-      auto problem = colon == std::string::npos ? what : what.substr(colon + 2);
+      auto [field, problem] = read_field_problem(e);
+      if (field.empty())
+        throw config_error(prefix_, problem, line());
       std::vector<std::string> candidates{field, field + "_s", field + "_ms"};
       if (auto i = aliases.find(field); i != aliases.end())
         candidates.insert(candidates.begin(), i->second);
