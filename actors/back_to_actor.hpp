@@ -35,11 +35,28 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::actor_thunk)
 
 namespace sluice {
 
+/// An actor's weak reference to itself, typed: work handed back through it
+/// runs only in an actor of type `Actor` (every such actor handles the same
+/// `actor_thunk`, so an untyped reference could send one to another kind).
+template <class Actor>
+class weak_self {
+public:
+  explicit weak_self(Actor* self)
+      : ptr_(caf::actor_cast<caf::weak_actor_ptr>(self)) {
+    // nop
+  }
+
+  const caf::weak_actor_ptr& ptr() const noexcept { return ptr_; }
+
+private:
+  caf::weak_actor_ptr ptr_;
+};
+
 /// Sends `f` (called with the actor as an `Actor*`) to the actor `me`
 /// names, if it still lives; drops it otherwise.
 template <class Actor, class F>
-void back_to(const caf::weak_actor_ptr& me, F f) {
-  if (auto strong = caf::actor_cast<caf::actor>(me.lock()))
+void back_to(const weak_self<Actor>& me, F f) {
+  if (auto strong = caf::actor_cast<caf::actor>(me.ptr().lock()))
     caf::anon_send(
         strong, actor_thunk{[f = std::move(f)](caf::local_actor* self) mutable {
           f(static_cast<Actor*>(self));

@@ -162,9 +162,9 @@ void ask(cluster_actor* self) {
   auto within = st.queue.find(id)->deadline - self->clock().now();
   st.asking = true;
   st.recheck = false;
-  auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
+  weak_self<cluster_actor> me{self};
   st.store->try_acquire(within, [me, id](lease_store::grant out) {
-    back_to<cluster_actor>(me, [id, out = std::move(out)](cluster_actor* self) {
+    back_to(me, [id, out = std::move(out)](cluster_actor* self) {
       on_answer(self, id, out);
     });
   });
@@ -237,14 +237,14 @@ void renew(cluster_actor* self) {
   std::vector<std::string> permits;
   for (auto& [permit, holder] : st.held)
     permits.push_back(permit);
-  auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
+  weak_self<cluster_actor> me{self};
   auto stats = st.stats;
   st.store->renew(std::move(permits), [me, stats](lease_store::lapsed gone) {
     if (!gone) {
       ++stats->errors;
       return;
     }
-    back_to<cluster_actor>(me, [gone = std::move(*gone)](cluster_actor* self) {
+    back_to(me, [gone = std::move(*gone)](cluster_actor* self) {
       // Gone from the store (it restarted, or was out of reach for a TTL):
       // the calls go on, but their permits no longer count.
       auto& st = self->state;

@@ -141,9 +141,8 @@ caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
                              std::shared_ptr<cluster_tier_stats>& stats) {
   if (cfg.cluster_global_cap == 0)
     return {};
-  auto store = make_redis_lease_store(*cfg.redis, "global",
-                                      cfg.cluster_global_cap, cfg.lease_ttl,
-                                      &sys);
+  auto store = make_redis_lease_store(sys, *cfg.redis, "global",
+                                      cfg.cluster_global_cap, cfg.lease_ttl);
   stats = std::make_shared<cluster_tier_stats>();
   // Detached: destroying the Redis store joins its thread, never on a CAF
   // worker.

@@ -28,8 +28,10 @@ void validate(const redis_config& cfg) {
     refuse("connect_timeout", "must be positive");
   if (cfg.command_timeout <= duration::zero())
     refuse("command_timeout", "must be positive");
-  if (cfg.reconnect_after < duration::zero())
-    refuse("reconnect_after", "must not be negative");
+  // 0 would reconnect (and the relay's listener resubscribe) in a loop
+  // while Redis refuses connections.
+  if (cfg.reconnect_after <= duration::zero())
+    refuse("reconnect_after", "must be positive");
 }
 
 timeval to_timeval(duration d) {
@@ -380,7 +382,8 @@ void redis_worker::submit(steady::time_point deadline, job run, refusal fail) {
   std::unique_lock<std::mutex> lk{c.mx};
   if (c.is_down.load(std::memory_order_relaxed)) {
     lk.unlock();
-    fail("redis down (failing closed until it answers again)");
+    fail(std::string{down_refusal} +
+         " (failing closed until it answers again)");
     return;
   }
   if (c.queue.size() >= max_queued_jobs) {
@@ -407,7 +410,7 @@ void redis_worker::core::mark_down(const std::string& why) {
               "answers PING",
               cfg.host, cfg.port, what, why);
   for (auto& e : dropped)
-    e.fail("redis down: " + why);
+    e.fail(std::string{down_refusal} + ": " + why);
 }
 
 // While down: a PING every `reconnect_after`, until one is answered.

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -155,6 +156,10 @@ public:
 
   /// Called instead of a job that does not run, with the reason.
   using refusal = std::function<void(const std::string& why)>;
+
+  /// How the reason of a job refused because Redis is down begins (the
+  /// others say it is too slow).
+  static constexpr std::string_view down_refusal = "redis down";
 
   /// `what` names its user in the log ("scope backend", "cluster tier").
   /// With `sys`, the thread counts as running in that actor system

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <type_traits>
 #include <functional>
 #include <stdexcept>
+#include <type_traits>
 
 #include "sluice/runtime/redis/lua.hpp"
 
@@ -109,7 +109,8 @@ int64_t lease_pool::live() {
   return r.reply->integer;
 }
 
-// -- the cluster tier's store ---------------------------------------------------
+// -- the cluster tier's store
+// ---------------------------------------------------
 
 namespace {
 
@@ -122,7 +123,8 @@ constexpr duration min_question_time = std::chrono::milliseconds{1};
 template <class T>
 class once {
 public:
-  explicit once(std::function<void(T)> f) : f_(std::move(f)) {
+  explicit once(std::function<void(T)> f)
+      : f_(std::move(f)) {
     // nop
   }
 
@@ -150,9 +152,9 @@ class redis_lease_store final : public lease_store {
 public:
   redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
                     duration ttl, caf::actor_system* sys)
-      : worker_(std::make_unique<redis_worker>(std::move(cfg), "cluster tier",
-                                               sys))
-        // Lease ids name this node: random, so restarts never reuse one.
+      : worker_(
+            std::make_unique<redis_worker>(std::move(cfg), "cluster tier", sys))
+      // Lease ids name this node: random, so restarts never reuse one.
       , pool_(worker_->connection(), std::move(name), cap, ttl,
               random_node_id()) {
     // nop
@@ -182,12 +184,14 @@ public:
             answer->fail("the cluster tier's question to Redis failed");
           }
         },
-        [this, answer, until](const std::string& why) {
+        // Not `this`: the worker may refuse queued jobs after a job's answer
+        // destroyed this store (see `redis_worker`).
+        [answer, until](const std::string& why) {
           grant g;
           g.error = why;
           // Refused while queued: Redis is down (a fault), or the question
           // waited behind a slow Redis past its deadline (late).
-          g.fault = worker_->down();
+          g.fault = why.rfind(redis_worker::down_refusal, 0) == 0;
           g.late = !g.fault && steady::now() >= until;
           (*answer)(std::move(g));
         });
@@ -234,14 +238,14 @@ private:
 } // namespace
 
 std::shared_ptr<lease_store>
-make_redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
-                       duration ttl, caf::actor_system* sys) {
+make_redis_lease_store(caf::actor_system& sys, redis_config cfg,
+                       std::string name, uint32_t cap, duration ttl) {
   validate(cfg);
   validate_lease_limits(cap, ttl);
   if (name.empty())
     throw std::invalid_argument("name: must not be empty");
   return std::make_shared<redis_lease_store>(std::move(cfg), std::move(name),
-                                             cap, ttl, sys);
+                                             cap, ttl, &sys);
 }
 
 } // namespace sluice

@@ -72,10 +72,11 @@ private:
 /// waits at most one command timeout and at most its `within`; a fault
 /// marks Redis down (see `redis_worker`). Destroying the store joins its
 /// thread: at most one command timeout. Throws `std::invalid_argument`
-/// naming the field of nonsense settings. With `sys`, the thread holds
-/// that actor system while it runs (see `redis_worker`).
+/// naming the field of nonsense settings. The thread holds `sys`, the
+/// actor system of the cluster tier it answers, while it runs (see
+/// `redis_worker`).
 std::shared_ptr<lease_store>
-make_redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
-                       duration ttl, caf::actor_system* sys = nullptr);
+make_redis_lease_store(caf::actor_system& sys, redis_config cfg,
+                       std::string name, uint32_t cap, duration ttl);
 
 } // namespace sluice

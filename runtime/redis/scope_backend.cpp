@@ -109,14 +109,13 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
         auto id = st.next_read++;
         auto rp = self->make_response_promise<progress_age>();
         st.reads.emplace(id, rp);
-        auto me = caf::actor_cast<caf::weak_actor_ptr>(self);
+        weak_self<redis_backend_actor> me{self};
         auto stats = st.stats;
         auto fail = [me, id, stats](std::string why) {
           ++stats->read_errors;
-          back_to<redis_backend_actor>(
-              me, [id, why = std::move(why)](redis_backend_actor* self) {
-                answer(self, id, backend_fault(std::move(why)));
-              });
+          back_to(me, [id, why = std::move(why)](redis_backend_actor* self) {
+            answer(self, id, backend_fault(std::move(why)));
+          });
         };
         // NOTE: the caller's own deadline is not in the message; one
         // command timeout from now bounds queueing and the command together.
@@ -133,10 +132,9 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
               if (r.reply->integer >= 0)
                 age.age = std::chrono::duration_cast<duration>(
                     std::chrono::milliseconds{r.reply->integer});
-              back_to<redis_backend_actor>(
-                  me, [id, age](redis_backend_actor* self) {
-                    answer(self, id, age);
-                  });
+              back_to(me, [id, age](redis_backend_actor* self) {
+                answer(self, id, age);
+              });
             },
             fail);
         return rp;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -47,6 +48,10 @@ TEST_CASE("a redis worker destroyed by its own job ends cleanly") {
           ran = true;
         },
         [](const std::string&) {});
+    // Until the job ran: destroying `owner` here would join the thread
+    // first (and the job would not run).
+    while (!ran)
+      std::this_thread::yield();
     // The system's destructor waits for the detached thread to finish.
   }
   CHECK(ran);
