@@ -4,10 +4,9 @@
 #include <deque>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <unordered_map>
 
-#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
@@ -15,12 +14,13 @@
 #include <caf/actor.hpp>
 #include <caf/send.hpp>
 
+#include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/actors/upstream_request.hpp"
 #include "sluice/actors/upstream_response.hpp"
+#include "sluice/runtime/policy/exchange_deadline.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/policy/http_outcome.hpp"
 
@@ -31,23 +31,25 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-// The Beast side: an I/O thread, a keep-alive pool, the exchanges in flight.
-// Everything below runs on that one thread.
+// The Beast side: a keep-alive pool and the exchanges in flight, on the
+// loop it is handed. Everything below runs on that loop's thread.
 //
-// Owned by its source actor alone: the actor's state destroys it (through
-// `dispose`), which stops and joins the I/O thread first, so no handler ever
-// runs after the destruction. Handlers therefore capture `this`.
+// Destroyed only once its loop has stopped (the source's `http_io`, a
+// test's fixture), so no handler ever runs after the destruction; handlers
+// therefore capture `this`.
+//
+// Every step's deadline is one alarm per exchange on the injected time:
+// when it fires, the connection is closed, which ends the step's operation,
+// and the step's handler reads that as a timeout (`step_result`).
 //
 // No exception leaves a handler: each is wrapped by `guarded`, which fails
-// its exchange as `transient` (SPEC §7); the thread's `run()` loop catches
-// whatever still gets through and keeps the loop running.
+// its exchange as `transient` (SPEC §7); the loop's runner catches whatever
+// still gets through and keeps the loop running.
 class http_client::engine {
 public:
   using done_fn = std::function<void(source_reply)>;
 
 private:
-  using clock_type = std::chrono::steady_clock;
-
   struct exchange {
     uint64_t id = 0;
     std::unique_ptr<upstream::connection> stream;
@@ -59,9 +61,13 @@ private:
     /// Where a streamed call's bytes go (unset: a unary call).
     caf::actor stream_to;
     uint64_t tag = 0;
-    clock_type::time_point sent{};
+    time_point sent{};
     /// The attempt's own deadline (`call_request::timeout`), if it has one.
-    std::optional<clock_type::time_point> deadline;
+    std::optional<time_point> deadline;
+    /// The current step's deadline, and whether it passed (it closed the
+    /// connection under the step).
+    std::unique_ptr<io_alarm> alarm;
+    bool timed_out = false;
     /// Why the connection could not be set up, for the reply's body (a
     /// TLS refusal's reason; empty: the generic note).
     std::string setup_failure;
@@ -100,15 +106,17 @@ private:
   }
 
 public:
-  /// Throws when the I/O machinery cannot be built (no file descriptors, no
-  /// thread): better now, at the source's start, than at its first call.
-  engine(caf::actor_system& sys, const http_source_config& cfg,
+  engine(net::io_context& loop, io_time& time, const http_source_config& cfg,
          std::shared_ptr<http_source_stats> stats)
-      : hold_(sys)
-      , cfg_(cfg)
+      : cfg_(cfg)
       , stats_(std::move(stats))
-      , work_(net::make_work_guard(ioc_))
-      , resolver_(ioc_) {
+      , ioc_(loop)
+      , time_(time)
+      , resolver_(loop) {
+    timeouts_.connect = cfg.connect_timeout;
+    timeouts_.first_byte = cfg.first_byte_timeout;
+    timeouts_.idle = cfg.idle_timeout;
+    timeouts_.response = cfg.response_timeout;
     std::string why;
     url_ = *parse_url(cfg.base_url, why); // validated at spawn
     where_ = log_label(cfg);
@@ -128,25 +136,6 @@ public:
           addr, static_cast<unsigned short>(std::stoul(url_.port))};
     for (auto& [name, value] : cfg.headers)
       headers_.emplace_back(name, header_value(value));
-    // Asio builds its reactor (an epoll descriptor, an eventfd, a timerfd)
-    // on the first socket or timer of an io_context. A source used only on
-    // failover would otherwise build it at its first call -- perhaps when
-    // the process has no descriptor left, and Asio throws from deep inside
-    // a handler then. A stream (socket and timer) built now builds it now.
-    { beast::tcp_stream warm{ioc_}; }
-    thread_ = std::thread{[this] { run(); }};
-  }
-
-  ~engine() {
-    work_.reset();
-    ioc_.stop();
-    if (thread_.joinable())
-      thread_.join();
-  }
-
-  /// Whether the caller runs on this engine's I/O thread.
-  bool on_io_thread() const noexcept {
-    return std::this_thread::get_id() == thread_.get_id();
   }
 
   void start(uint64_t id, call_request req, done_fn done) {
@@ -169,6 +158,8 @@ public:
       auto ex = i->second;
       self->active_.erase(i);
       ex->done = nullptr; // nobody waits for it any more
+      if (ex->alarm)
+        ex->alarm->cancel();
       if (ex->stream)
         ex->stream->close();
       ++self->stats_->cancelled;
@@ -176,37 +167,29 @@ public:
   }
 
 private:
-  // The I/O thread. An exception out of `run()` is a handler that escaped
-  // its guard: log it and keep serving the other exchanges.
-  void run() noexcept {
-    for (;;) {
-      try {
-        ioc_.run();
-        return; // stopped
-      } catch (const std::exception& e) {
-        static log_limit lim;
-        log_limited(lim, spdlog::level::err,
-                    "http source {}: I/O loop caught: {}", where_, e.what());
-      } catch (...) {
-        static log_limit lim;
-        log_limited(lim, spdlog::level::err,
-                    "http source {}: I/O loop caught an unknown exception",
-                    where_);
+  // The current step of `ex` must be done by `at`; else the connection is
+  // closed under it (the alarm holds the exchange weakly: it may be gone).
+  void expire_at(const exchange_ptr& ex, time_point at) {
+    if (!ex->alarm)
+      ex->alarm = time_.make_alarm(ioc_);
+    ex->alarm->set(at, [w = std::weak_ptr<exchange>{ex}] {
+      if (auto ex = w.lock()) {
+        ex->timed_out = true;
+        if (ex->stream)
+          ex->stream->close();
       }
-    }
+    });
   }
 
-  // `d`, but no later than the attempt's deadline.
-  static clock_type::duration within_deadline(const exchange& ex,
-                                              clock_type::duration d) {
-    if (!ex.deadline)
-      return d;
-    return std::min(d, std::max(clock_type::duration::zero(),
-                                *ex.deadline - clock_type::now()));
+  // How a step ended: a timeout when its deadline closed the connection
+  // under it, whatever error that close gave the operation.
+  static beast::error_code step_result(const exchange& ex,
+                                       beast::error_code ec) {
+    return ex.timed_out ? beast::error_code{beast::error::timeout} : ec;
   }
 
-  static bool past_deadline(const exchange& ex) {
-    return ex.deadline && clock_type::now() >= *ex.deadline;
+  bool past_deadline(const exchange& ex) const {
+    return ex.deadline && deadline_passed(*ex.deadline, time_.now());
   }
 
   upstream::response_limits limits_for(const exchange& ex) const {
@@ -221,7 +204,7 @@ private:
     ex->stream_to = std::move(call.stream_to);
     ex->tag = call.stream_tag;
     if (call.timeout > duration::zero())
-      ex->deadline = clock_type::now() + call.timeout;
+      ex->deadline = time_.now() + call.timeout;
     active_[ex->id] = ex;
     ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
     ex->req.set(http::field::host, host_header_);
@@ -246,6 +229,11 @@ private:
   }
 
   void connect_or_reuse(const exchange_ptr& ex) {
+    // A new connection starts with no deadline (resolving has none of its
+    // own); one from the pool gets its write's.
+    if (ex->alarm)
+      ex->alarm->cancel();
+    ex->timed_out = false;
     while (!idle_.empty()) {
       auto s = std::move(idle_.front());
       idle_.pop_front();
@@ -265,6 +253,7 @@ private:
     ex->reused = false;
     ex->stream = std::make_unique<upstream::connection>(ioc_, tls_.get());
     auto connected = [this, ex](beast::error_code ec) {
+      ec = step_result(*ex, ec);
       if (ec) {
         static log_limit lim;
         log_limited(lim, spdlog::level::info,
@@ -278,8 +267,7 @@ private:
     };
     if (endpoint_) {
       // An address: nothing to resolve (and no resolver thread to start).
-      ex->stream->tcp().expires_after(
-          within_deadline(*ex, cfg_.connect_timeout));
+      expire_at(ex, setup_deadline(timeouts_, time_.now(), ex->deadline));
       ex->stream->tcp().async_connect(*endpoint_,
                                       guarded(ex, "connect", connected));
       return;
@@ -297,8 +285,8 @@ private:
                                 ec.message());
                     return setup_failed(ex);
                   }
-                  ex->stream->tcp().expires_after(
-                      within_deadline(*ex, cfg_.connect_timeout));
+                  expire_at(ex, setup_deadline(timeouts_, time_.now(),
+                                               ex->deadline));
                   ex->stream->tcp().async_connect(
                       results, guarded(ex, "connect",
                                        [connected](beast::error_code ec,
@@ -317,9 +305,10 @@ private:
       ++stats_->tls_handshake_failures;
       return setup_failed(ex);
     }
-    ex->stream->tcp().expires_after(within_deadline(*ex, cfg_.connect_timeout));
+    expire_at(ex, setup_deadline(timeouts_, time_.now(), ex->deadline));
     ex->stream->async_handshake(
         guarded(ex, "handshake", [this, ex](beast::error_code ec) {
+          ec = step_result(*ex, ec);
           if (!ec) {
             ++stats_->tls_handshakes;
             return send(ex);
@@ -353,29 +342,22 @@ private:
                                 : policy::outcome_kind::transient);
   }
 
-  // The next read's deadline: the first body byte within
-  // `first_byte_timeout` of sending, later ones within `idle_timeout` of the
-  // last, and everything within `response_timeout`.
+  // The next read's deadline (`policy::read_deadline`).
   void arm(const exchange_ptr& ex) {
-    auto now = clock_type::now();
-    auto until = ex->sent + cfg_.response_timeout;
-    if (ex->deadline)
-      until = std::min(until, *ex->deadline);
-    auto next = ex->reader->body_bytes() == 0
-                    ? ex->sent + cfg_.first_byte_timeout
-                    : now + cfg_.idle_timeout;
-    ex->stream->tcp().expires_after(std::min(until, next) - now);
+    expire_at(ex, read_deadline(timeouts_, ex->sent,
+                                ex->reader->body_bytes() > 0, time_.now(),
+                                ex->deadline));
   }
 
   void send(const exchange_ptr& ex) {
-    ex->sent = clock_type::now();
-    ex->stream->tcp().expires_after(
-        within_deadline(*ex, cfg_.first_byte_timeout));
+    ex->sent = time_.now();
     ex->reader.emplace(limits_for(*ex));
+    arm(ex); // the write is bounded as the first read
     // Write the request, then read the answer as it comes.
     http::async_write(
         *ex->stream, ex->req,
         guarded(ex, "write", [this, ex](beast::error_code ec, std::size_t) {
+          ec = step_result(*ex, ec);
           if (ec)
             return retry_or_fail(ex, ec);
           read_more(ex);
@@ -396,6 +378,7 @@ private:
   void on_read(const exchange_ptr& ex, beast::error_code ec, std::size_t n) {
     if (!ex->done)
       return; // cancelled
+    ec = step_result(*ex, ec);
     auto& rd = *ex->reader;
     if (n > 0) {
       rd.commit(n);
@@ -449,6 +432,8 @@ private:
     if (!ex->done)
       return;
     active_.erase(ex->id);
+    if (ex->alarm)
+      ex->alarm->cancel();
     if (ex->stream)
       ex->stream->close();
     source_reply r;
@@ -474,6 +459,8 @@ private:
     if (!ex->done)
       return;
     active_.erase(ex->id);
+    if (ex->alarm)
+      ex->alarm->cancel();
     auto& rd = *ex->reader;
     auto status = rd.status();
     if (rd.verdict() == upstream::read_verdict::framing_error) {
@@ -508,10 +495,8 @@ private:
     done(std::move(r));
   }
 
-  /// First, so released last: after the thread is joined and every handler,
-  /// exchange and actor reference below is destroyed.
-  system_hold hold_;
   http_source_config cfg_;
+  policy::exchange_timeouts timeouts_;
   parsed_url url_;
   /// The Host header: `host[:port]`, the port left out when it is 80.
   std::string host_header_;
@@ -526,32 +511,23 @@ private:
   std::optional<tcp::endpoint> endpoint_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::shared_ptr<http_source_stats> stats_;
-  net::io_context ioc_;
-  net::executor_work_guard<net::io_context::executor_type> work_;
+  net::io_context& ioc_;
+  io_time& time_;
   tcp::resolver resolver_;
-  std::thread thread_;
   std::deque<std::unique_ptr<upstream::connection>> idle_;
   std::unordered_map<uint64_t, exchange_ptr> active_;
 };
 
 // -- http_client ---------------------------------------------------------------
 
-http_client::http_client(caf::actor_system& sys,
+http_client::http_client(boost::asio::io_context& loop, io_time& time,
                          const http_source_config& cfg,
                          std::shared_ptr<http_source_stats> stats)
-    : engine_(std::make_unique<engine>(sys, cfg, std::move(stats))) {
+    : engine_(std::make_unique<engine>(loop, time, cfg, std::move(stats))) {
   // nop
 }
 
 http_client::~http_client() = default;
-
-void http_client::dispose(std::unique_ptr<http_client> c) {
-  if (c && c->engine_->on_io_thread()) {
-    std::thread{[c = std::move(c)]() mutable { c.reset(); }}.detach();
-    return;
-  }
-  c.reset();
-}
 
 void http_client::start(uint64_t id, call_request req, done_fn done) {
   engine_->start(id, std::move(req), std::move(done));

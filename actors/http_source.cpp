@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/beast/core/error.hpp>
@@ -16,6 +17,8 @@
 
 #include "sluice/actors/attempt_book.hpp"
 #include "sluice/actors/http_client.hpp"
+#include "sluice/actors/io_thread.hpp"
+#include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/actors/upstream_request.hpp"
@@ -124,30 +127,63 @@ struct pending {
   caf::actor_addr requester;
 };
 
+/// A source's I/O: a loop on a thread of its own and the client on it. The
+/// loop stops before the client goes, so none of the client's handlers runs
+/// during or after its destruction.
+struct http_io {
+  std::unique_ptr<upstream::io_thread> thread;
+  std::unique_ptr<upstream::http_client> client;
+
+  ~http_io() {
+    thread->stop();
+    client.reset();
+  }
+
+  /// Destroys `io`. Usually on a CAF thread; but when a handler drops the
+  /// last reference to the source actor (an answer's callback holds one for
+  /// its send), the actor goes on the loop's own thread, which cannot join
+  /// itself: a helper thread does it once that handler has returned.
+  static void dispose(std::unique_ptr<http_io> io) {
+    if (io && io->thread->on_thread()) {
+      std::thread{[io = std::move(io)]() mutable { io.reset(); }}.detach();
+      return;
+    }
+    io.reset();
+  }
+};
+
 struct http_source_state {
   caf::actor_system* sys = nullptr;
   http_source_config cfg;
-  std::unique_ptr<upstream::http_client> engine;
+  std::unique_ptr<http_io> io;
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
   attempt_book<pending> attempts;
 
-  ~http_source_state() { upstream::http_client::dispose(std::move(engine)); }
+  ~http_source_state() { http_io::dispose(std::move(io)); }
 
-  /// The engine, built now if it is not yet (its first build failed: no
+  /// The client, built now if it is not yet (its first build failed: no
   /// descriptor or thread to spare then); null if it still cannot be.
   upstream::http_client* ensure_engine() noexcept {
-    if (engine)
-      return engine.get();
+    if (io)
+      return io->client.get();
     try {
-      engine = std::make_unique<upstream::http_client>(*sys, cfg, stats);
+      auto thread = std::make_unique<upstream::io_thread>(
+          *sys, "http source " + log_label(cfg));
+      auto client = std::make_unique<upstream::http_client>(
+          thread->loop(), upstream::real_io_time(), cfg, stats);
+      thread->start();
+      auto next = std::make_unique<http_io>();
+      next->thread = std::move(thread);
+      next->client = std::move(client);
+      io = std::move(next);
     } catch (const std::exception& e) {
       static log_limit lim;
       log_limited(lim, spdlog::level::err,
                   "http source {}: cannot start its I/O: {}", cfg.base_url,
                   e.what());
     }
-    return engine.get();
+    return io ? io->client.get() : nullptr;
   }
 
   static inline const char* name = "sluice.http_source";
@@ -174,8 +210,8 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
     auto& st = self->state;
     for (auto id : st.attempts.drop_requester(requester)) {
       try {
-        if (st.engine)
-          st.engine->cancel(id);
+        if (st.io)
+          st.io->client->cancel(id);
       } catch (const std::exception& e) {
         static log_limit lim;
         log_limited(lim, spdlog::level::warn,

@@ -2,8 +2,8 @@
 
 // One connection of the HTTP source to its upstream: plain TCP, or TLS over
 // TCP for an `https://` source. The source's engine is written once for
-// both: it connects and times out through `tcp()`, and reads and writes
-// through this class, which dispatches to the one stream it holds (Beast's
+// both: it connects through `tcp()` (and times a step out by closing it),
+// and reads and writes through this class, which dispatches to the one stream it holds (Beast's
 // `http::async_write` takes it as any other stream). Private to
 // actors/http_source.cpp; the TLS context of a source is built here too, so
 // the TLS rules (what is verified, how a refusal is explained) are in one
@@ -49,8 +49,8 @@ public:
 
   bool secure() const noexcept { return tls_.has_value(); }
 
-  /// The TCP layer: connecting, deadlines (`expires_after`, which bound the
-  /// TLS steps on top of it too), the socket.
+  /// The TCP layer: connecting, the socket (whose close ends any step in
+  /// progress, the TLS ones on top of it too).
   tcp_stream& tcp() noexcept { return tls_ ? tls_->next_layer() : *tcp_; }
 
   executor_type get_executor() { return tcp().get_executor(); }
