@@ -3,9 +3,9 @@
 // One connection of the HTTP source to its upstream: plain TCP, or TLS over
 // TCP for an `https://` source. The source's engine is written once for
 // both: it connects through `tcp()` (and times a step out by closing it),
-// and reads and writes through this class, which dispatches to the one stream it holds (Beast's
-// `http::async_write` takes it as any other stream). Private to
-// actors/http_source.cpp; the TLS context of a source is built here too, so
+// and reads and writes through this class, which dispatches to the one
+// stream it holds (Beast's `http::async_write` takes it as any other
+// stream). Private to the HTTP client; the TLS context of a source is built here too, so
 // the TLS rules (what is verified, how a refusal is explained) are in one
 // file.
 
