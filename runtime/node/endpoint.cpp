@@ -11,18 +11,13 @@ namespace http = boost::beast::http;
 
 namespace {
 
-endpoint_choice refused(errc code, std::string why) {
-  endpoint_choice out;
-  out.error = code;
-  out.why = std::move(why);
-  return out;
-}
+constexpr auto refuse = node::refused<endpoint_choice>;
 
 // `to` if `method` is the one it takes, else 405 with `usage`.
 endpoint_choice only(http::verb method, http::verb v, endpoint to,
                      const char* usage, std::string arg = {}) {
   if (method != v)
-    return refused(errc::method_not_allowed, usage);
+    return refuse(errc::method_not_allowed, usage);
   endpoint_choice out;
   out.to = to;
   out.arg = std::move(arg);
@@ -37,7 +32,7 @@ choose_endpoint(std::string_view target, http::verb method,
                 const std::function<bool(const std::string&)>& has_route) {
   auto path = request_path(target);
   if (!path)
-    return refused(errc::bad_request,
+    return refuse(errc::bad_request,
                    "the request target must be a path (origin-form) or an "
                    "absolute http URL");
   if (*path == "/healthz")
@@ -52,19 +47,19 @@ choose_endpoint(std::string_view target, http::verb method,
   if (*path == "/metrics")
     return only(method, http::verb::get, endpoint::metrics, "use GET /metrics");
   if (on_admin_listener)
-    return refused(errc::not_found,
+    return refuse(errc::not_found,
                    "the admin listener serves /healthz, /status, /metrics, "
                    "/events and /admin/ only; calls go to node.listen");
   if (*path == "/v1/models" || path->rfind("/v1/models/", 0) == 0) {
     if (method != http::verb::get)
-      return refused(errc::method_not_allowed, "use GET /v1/models");
+      return refuse(errc::method_not_allowed, "use GET /v1/models");
     auto id = percent_decode(path->substr(std::min(path->size(), size_t{11})));
     if (!id)
-      return refused(errc::bad_request, "malformed model id");
+      return refuse(errc::bad_request, "malformed model id");
     return only(method, http::verb::get, endpoint::models, "", std::move(*id));
   }
   if (!has_route || !has_route(*path))
-    return refused(errc::not_found, "no route " + echo_text(*path));
+    return refuse(errc::not_found, "no route " + echo_text(*path));
   return only(method, http::verb::post, endpoint::call,
               "use POST on a call route", std::move(*path));
 }

@@ -12,7 +12,7 @@
 
 #include <boost/beast/http/verb.hpp>
 
-#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/node/refusal.hpp"
 
 namespace sluice::node {
 
@@ -33,14 +33,11 @@ enum class endpoint {
   call,
 };
 
-/// Where a request goes, or why it is refused.
-struct endpoint_choice {
+/// Where a request goes, or why it is refused (400, 404 or 405; the
+/// connection stays open).
+struct endpoint_choice : refusal {
   endpoint to = endpoint::healthz;
   std::string arg;
-  /// Set when refused (400, 404 or 405), with the refusal's message in
-  /// `why`; the connection stays open.
-  std::optional<errc> error;
-  std::string why;
 };
 
 /// The endpoint of a request to `target` with `method`. The admin listener

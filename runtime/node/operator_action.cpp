@@ -7,12 +7,7 @@ namespace sluice::node {
 
 namespace {
 
-operator_action refused(errc code, std::string why) {
-  operator_action out;
-  out.error = code;
-  out.why = std::move(why);
-  return out;
-}
+constexpr auto refuse = node::refused<operator_action>;
 
 } // namespace
 
@@ -21,21 +16,21 @@ operator_action parse_operator_action(std::string_view rest) {
   auto slash = rest.rfind('/');
   if (rest.rfind(prefix, 0) != 0 || slash == std::string_view::npos ||
       slash < prefix.size())
-    return refused(errc::not_found,
+    return refuse(errc::not_found,
                    "no admin action " + echo_text(rest) +
                        " (use /admin/breakers/SOURCE/reset or /isolate)");
   std::string action_name{rest.substr(slash + 1)};
   auto source =
       percent_decode(rest.substr(prefix.size(), slash - prefix.size()));
   if (!source || source->empty())
-    return refused(errc::bad_request, "malformed source name");
+    return refuse(errc::bad_request, "malformed source name");
   operator_action out;
   if (action_name == "reset")
     out.action = breaker_action::reset;
   else if (action_name == "isolate")
     out.action = breaker_action::isolate;
   else
-    return refused(errc::not_found, "no breaker action " +
+    return refuse(errc::not_found, "no breaker action " +
                                         echo_text(action_name) +
                                         " (reset or isolate)");
   out.source = std::move(*source);

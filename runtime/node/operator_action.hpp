@@ -8,21 +8,18 @@
 #include <string_view>
 
 #include "sluice/actors/operator_queries.hpp"
-#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/node/refusal.hpp"
 
 namespace sluice::node {
 
-/// A parsed operator action, or why the path names none.
-struct operator_action {
+/// A parsed operator action, or why the path names none (404 for an unknown
+/// path or action, 400 for a malformed source).
+struct operator_action : refusal {
   /// The decoded source name.
   std::string source;
   /// "reset" or "isolate", as the path spells it (echoed in the answer).
   std::string action_name;
   breaker_action action = breaker_action::reset;
-  /// Set when the path names no action: the refusal's code (404 for an
-  /// unknown path or action, 400 for a malformed source) and message.
-  std::optional<errc> error;
-  std::string why;
 };
 
 /// Reads `rest`, the path after "/admin/".
