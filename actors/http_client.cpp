@@ -253,7 +253,11 @@ private:
     ex->reused = false;
     ex->stream = std::make_unique<upstream::connection>(ioc_, tls_.get());
     auto connected = [this, ex](beast::error_code ec) {
+      if (!ex->done)
+        return; // cancelled: a request may not go out after all
       ec = step_result(*ex, ec);
+      if (ex->alarm)
+        ex->alarm->cancel(); // each step sets its own deadline
       if (ec) {
         static log_limit lim;
         log_limited(lim, spdlog::level::info,
@@ -272,12 +276,16 @@ private:
                                       guarded(ex, "connect", connected));
       return;
     }
-    // Resolve, then connect, each under the connect timeout.
+    // Resolve, then connect under the connect timeout. NOTE: resolving has
+    // no deadline of its own (Asio's resolver cannot be cut short per
+    // lookup); the governor's attempt timeout answers the call meanwhile.
     resolver_.async_resolve(
         url_.host, url_.port,
         guarded(ex, "resolve",
                 [this, ex, connected](beast::error_code ec,
                                       tcp::resolver::results_type results) {
+                  if (!ex->done)
+                    return; // cancelled while resolving
                   if (ec) {
                     static log_limit lim;
                     log_limited(lim, spdlog::level::info,
@@ -342,17 +350,27 @@ private:
                                 : policy::outcome_kind::transient);
   }
 
-  // The next read's deadline (`policy::read_deadline`).
-  void arm(const exchange_ptr& ex) {
-    expire_at(ex, read_deadline(timeouts_, ex->sent,
-                                ex->reader->body_bytes() > 0, time_.now(),
-                                ex->deadline));
+  // The next read's deadline (`policy::read_deadline`). One already passed
+  // fails the exchange now: an upstream whose bytes are always there when a
+  // read starts would otherwise have each read set the alarm again before
+  // it fires, and never time out.
+  bool arm(const exchange_ptr& ex) {
+    auto now = time_.now();
+    auto at = read_deadline(timeouts_, ex->sent, ex->reader->body_bytes() > 0,
+                            now, ex->deadline);
+    if (deadline_passed(at, now)) {
+      fail(ex, policy::outcome_kind::timeout);
+      return false;
+    }
+    expire_at(ex, at);
+    return true;
   }
 
   void send(const exchange_ptr& ex) {
     ex->sent = time_.now();
     ex->reader.emplace(limits_for(*ex));
-    arm(ex); // the write is bounded as the first read
+    if (!arm(ex)) // the write is bounded as the first read
+      return;
     // Write the request, then read the answer as it comes.
     http::async_write(
         *ex->stream, ex->req,
@@ -367,7 +385,8 @@ private:
   void read_more(const exchange_ptr& ex) {
     if (!ex->done)
       return; // cancelled
-    arm(ex);
+    if (!arm(ex))
+      return;
     ex->stream->async_read_some(
         ex->reader->prepare(),
         guarded(ex, "read", [this, ex](beast::error_code ec, std::size_t n) {
@@ -436,20 +455,9 @@ private:
       ex->alarm->cancel();
     if (ex->stream)
       ex->stream->close();
-    source_reply r;
-    r.kind = kind;
-    if (ex->reader && ex->reader->header_done()) {
-      r.status = ex->reader->status();
-      r.body = kind == policy::outcome_kind::timeout
-                   ? R"({"error":"upstream went silent in its answer"})"
-                   : R"({"error":"upstream closed its answer early"})";
-    } else if (!ex->setup_failure.empty()) {
-      r.body = R"({"error":")" + json_safe(ex->setup_failure) + R"("})";
-    } else {
-      r.body = kind == policy::outcome_kind::timeout
-                   ? R"({"error":"upstream did not answer in time"})"
-                   : R"({"error":"upstream unreachable"})";
-    }
+    auto header = ex->reader && ex->reader->header_done();
+    auto r = upstream::failure_reply(kind, header ? ex->reader->status() : 0,
+                                     ex->setup_failure);
     auto done = std::move(ex->done);
     done(std::move(r));
   }
@@ -486,7 +494,9 @@ private:
                   where_, status);
     }
     auto r = upstream::make_reply(rd, std::chrono::system_clock::now());
-    if (rd.reusable() && idle_.size() < cfg_.max_idle_connections) {
+    // Not one its deadline closed just as the answer ended.
+    if (rd.reusable() && !ex->timed_out &&
+        idle_.size() < cfg_.max_idle_connections) {
       idle_.push_back(std::move(ex->stream));
     } else {
       ex->stream->close();

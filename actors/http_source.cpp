@@ -203,7 +203,7 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
   self->state.sys = &self->system();
   self->state.cfg = std::move(cfg);
   self->state.stats = stats;
-  self->state.ensure_engine(); // now, not at the first call (see the engine)
+  self->state.ensure_engine(); // now, not at the first call (io_thread)
   // A requester that terminated, or sent `cancel_atom`, cancelled its
   // attempts: close them upstream.
   auto drop = [self](const caf::actor_addr& requester) {

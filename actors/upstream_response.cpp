@@ -5,6 +5,7 @@
 
 #include <boost/beast/http/field.hpp>
 
+#include "sluice/actors/upstream_request.hpp"
 #include "sluice/runtime/policy/http_outcome.hpp"
 
 namespace sluice::upstream {
@@ -256,6 +257,24 @@ source_reply make_reply(response_reader& r,
   if (auto ct = h.find(http::field::content_type); ct != h.end())
     out.content_type = std::string{ct->value()};
   return out;
+}
+
+source_reply failure_reply(policy::outcome_kind kind, int header_status,
+                           const std::string& setup_failure) {
+  bool timeout = kind == policy::outcome_kind::timeout;
+  source_reply r;
+  r.kind = kind;
+  if (header_status != 0) {
+    r.status = header_status;
+    r.body = timeout ? R"({"error":"upstream went silent in its answer"})"
+                     : R"({"error":"upstream closed its answer early"})";
+  } else if (!setup_failure.empty()) {
+    r.body = R"({"error":")" + json_safe(setup_failure) + R"("})";
+  } else {
+    r.body = timeout ? R"({"error":"upstream did not answer in time"})"
+                     : R"({"error":"upstream unreachable"})";
+  }
+  return r;
 }
 
 } // namespace sluice::upstream

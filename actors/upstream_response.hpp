@@ -206,4 +206,12 @@ bool is_auth_refusal(int status) noexcept;
 source_reply make_reply(response_reader& r,
                         std::chrono::system_clock::time_point now);
 
+/// The reply for an exchange that ended before its answer did, `kind`
+/// (`timeout` or `transient`) saying how: with the answer's status once its
+/// header was read (`header_status`; 0: it was not), else with why the
+/// connection could not be set up (`setup_failure`; empty: the generic
+/// note). The body is a short JSON note either way.
+source_reply failure_reply(policy::outcome_kind kind, int header_status,
+                           const std::string& setup_failure);
+
 } // namespace sluice::upstream

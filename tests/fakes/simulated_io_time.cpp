@@ -1,6 +1,7 @@
 #include "fakes/simulated_io_time.hpp"
 
 #include <functional>
+#include <stdexcept>
 
 #include <boost/asio/post.hpp>
 
@@ -78,6 +79,8 @@ simulated_io_time::next_due(time_point until) const {
 }
 
 void simulated_io_time::advance(duration d) {
+  if (d < duration::zero())
+    throw std::invalid_argument("simulated_io_time: time never goes back");
   std::unique_lock<std::mutex> lk{mx_};
   auto until = now_ + d;
   while (auto s = next_due(until)) {
