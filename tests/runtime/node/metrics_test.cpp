@@ -1,0 +1,136 @@
+// The node's counters and histograms as Prometheus text: what each finished
+// call adds, and the exposition format's rules (one HELP/TYPE per family,
+// label escaping, cumulative buckets).
+
+#include "sluice/runtime/node/metrics.hpp"
+
+#include <chrono>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+using namespace std::chrono_literals;
+using namespace sluice;
+
+namespace {
+
+duration d(std::chrono::microseconds us) {
+  return std::chrono::duration_cast<duration>(us);
+}
+
+call_result ok_after(std::string source, duration upstream) {
+  call_result r;
+  r.status = call_status::ok;
+  r.source = source;
+  r.attempts.push_back({std::move(source), policy::outcome_kind::ok, 200,
+                        upstream});
+  return r;
+}
+
+std::string text_of(const node_metrics& m) {
+  prom_text out;
+  m.write(out);
+  return out.take();
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+  return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
+}
+
+size_t count_of(const std::string& text, const std::string& piece) {
+  size_t n = 0;
+  for (auto i = text.find(piece); i != std::string::npos;
+       i = text.find(piece, i + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("calls are counted by route and outcome - attempts by source and "
+          "outcome") {
+  node_metrics m;
+  m.record("/r", ok_after("a", d(900us)), d(1ms));
+  m.record("/r", ok_after("a", d(900us)), d(1ms));
+  call_result failed;
+  failed.status = call_status::all_sources_exhausted;
+  failed.reason = "stalled";
+  failed.attempts.push_back({"a", policy::outcome_kind::timeout, 0, d(5ms)});
+  failed.attempts.push_back({"b", policy::outcome_kind::transient, 503,
+                             d(1ms)});
+  m.record("/r", failed, d(7ms));
+  call_result busy;
+  busy.status = call_status::tool_busy;
+  busy.busy_tier = tier_kind::session;
+  m.record("/s", busy, d(2ms));
+  auto t = text_of(m);
+  CHECK(has_line(t, R"(sluice_calls_total{route="/r",outcome="ok"} 2)"));
+  CHECK(has_line(
+      t, R"(sluice_calls_total{route="/r",outcome="all_sources_exhausted"} 1)"));
+  CHECK(has_line(t, R"(sluice_calls_total{route="/s",outcome="tool_busy"} 1)"));
+  CHECK(has_line(t, R"(sluice_admission_rejections_total{tier="session"} 1)"));
+  CHECK(has_line(t, R"(sluice_verdicts_total{reason="stalled"} 1)"));
+  CHECK(has_line(t, R"(sluice_attempts_total{source="a",outcome="ok"} 2)"));
+  CHECK(has_line(t,
+                 R"(sluice_attempts_total{source="a",outcome="timeout"} 1)"));
+  CHECK(has_line(
+      t, R"(sluice_attempts_total{source="b",outcome="transient"} 1)"));
+}
+
+TEST_CASE("latency buckets are cumulative - each call counts in every bucket "
+          "at or above its time") {
+  node_metrics m;
+  m.record("/r", ok_after("a", d(10ms)), d(30ms));
+  m.record("/r", ok_after("a", d(1ms)), d(5ms)); // exactly on a bound
+  auto t = text_of(m);
+  auto bucket = [](const char* le) {
+    return std::string{R"(sluice_call_duration_seconds_bucket{route="/r",le=")"} +
+           le + "\"}";
+  };
+  CHECK(has_line(t, bucket("0.005") + " 1"));
+  CHECK(has_line(t, bucket("0.025") + " 1"));
+  CHECK(has_line(t, bucket("0.05") + " 2"));
+  CHECK(has_line(t, bucket("300") + " 2"));
+  CHECK(has_line(t, bucket("+Inf") + " 2"));
+  CHECK(has_line(t, R"(sluice_call_duration_seconds_count{route="/r"} 2)"));
+  auto sum = std::string{R"(sluice_call_duration_seconds_sum{route="/r"} )"};
+  auto at = t.find(sum);
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(t.substr(at + sum.size())) == Approx(0.035));
+}
+
+TEST_CASE("the gateway overhead is a call's time minus its attempts' time - "
+          "only for calls that made attempts") {
+  node_metrics m;
+  m.record("/r", ok_after("a", d(99900us)), d(100ms)); // 100 us overhead
+  call_result busy;
+  busy.status = call_status::tool_busy;
+  m.record("/r", busy, d(3s)); // no attempt: not an overhead sample
+  call_result odd = ok_after("a", d(2ms));
+  m.record("/r", odd, d(1ms)); // attempts longer than the call: 0, not < 0
+  auto t = text_of(m);
+  // fmt writes the bound as Prometheus reads it: 5e-05.
+  CHECK(has_line(t, R"(sluice_gateway_overhead_seconds_bucket{le="5e-05"} 1)"));
+  CHECK(has_line(t, R"(sluice_gateway_overhead_seconds_bucket{le="0.0001"} 2)"));
+  CHECK(has_line(t, R"(sluice_gateway_overhead_seconds_count 2)"));
+}
+
+TEST_CASE("each family has one HELP and one TYPE line before its samples - "
+          "label values are escaped") {
+  node_metrics m;
+  m.record("/a\"b\\c\nd", ok_after("s", d(1ms)), d(2ms));
+  m.record("/e", ok_after("s", d(1ms)), d(2ms));
+  auto t = text_of(m);
+  for (auto family : {"sluice_calls_total", "sluice_attempts_total",
+                      "sluice_call_duration_seconds",
+                      "sluice_gateway_overhead_seconds"}) {
+    INFO(family);
+    CHECK(count_of(t, std::string{"# HELP "} + family + " ") == 1);
+    CHECK(count_of(t, std::string{"# TYPE "} + family + " ") == 1);
+    CHECK(t.find(std::string{"# TYPE "} + family + " ") <
+          t.find(std::string{"\n"} + family));
+  }
+  CHECK(has_line(t, R"(sluice_calls_total{route="/a\"b\\c\nd",outcome="ok"} 1)"));
+  // No raw newline inside a sample: every line is a comment or a sample.
+  CHECK(t.find("\nd\"") == std::string::npos);
+}
