@@ -3,6 +3,9 @@
 
 #include "sluice/runtime/policy/aimd.hpp"
 
+#include <stdexcept>
+#include <string>
+
 #include <catch2/catch.hpp>
 
 using namespace sluice::policy;
@@ -41,4 +44,51 @@ TEST_CASE("a transient or permanent failure leaves the limit") {
     l.on_outcome(kind, 20);
     CHECK(l.limit() == 20);
   }
+}
+
+TEST_CASE("AIMD shrinks on drops and recovers on successes, within bounds") {
+  aimd_config c;
+  c.initial = 16;
+  c.min = 2;
+  c.max = 20;
+  c.decrease_ratio = 0.5;
+  aimd_limit l{c};
+  l.on_drop();
+  CHECK(l.limit() == 8);
+  for (int i = 0; i < 10; ++i)
+    l.on_drop();
+  CHECK(l.limit() == 2); // never below min
+  for (int i = 0; i < 100; ++i)
+    l.on_success(l.limit());
+  CHECK(l.limit() == 20); // never above max
+}
+
+TEST_CASE("AIMD grows only while the source is well used") {
+  aimd_config c;
+  c.initial = 10;
+  aimd_limit l{c};
+  l.on_success(2); // 2 of 10 in flight: proves nothing about 11
+  CHECK(l.limit() == 10);
+  l.on_success(5);
+  CHECK(l.limit() == 11);
+}
+
+TEST_CASE("nonsense AIMD settings are refused, naming the field") {
+  auto refusal = [](auto&& cfg) -> std::string {
+    try {
+      validate(cfg);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  aimd_config a;
+  a.decrease_ratio = 1.0;
+  CHECK(refusal(a).rfind("decrease_ratio:", 0) == 0);
+  a = {};
+  a.min = 0;
+  CHECK(refusal(a).rfind("min:", 0) == 0);
+  a = {};
+  a.initial = 1000;
+  CHECK(refusal(a).rfind("initial:", 0) == 0);
 }
