@@ -56,14 +56,12 @@ void drop_lease(breaker_actor* self, std::vector<probe_lease>::iterator i) {
   // Stop observing the holder unless it still holds another lease or
   // subscribes: CAF 0.17's `demonitor` removes every monitor of an actor
   // at once, not one.
-  bool leases = std::any_of(st.leases.begin(), st.leases.end(),
-                            [&](const probe_lease& l) {
-                              return l.holder == holder;
-                            });
-  bool subscribed = std::any_of(st.subscribers.begin(), st.subscribers.end(),
-                                [&](const caf::actor& s) {
-                                  return s.address() == holder;
-                                });
+  bool leases =
+      std::any_of(st.leases.begin(), st.leases.end(),
+                  [&](const probe_lease& l) { return l.holder == holder; });
+  bool subscribed =
+      std::any_of(st.subscribers.begin(), st.subscribers.end(),
+                  [&](const caf::actor& s) { return s.address() == holder; });
   if (!leases && !subscribed)
     self->demonitor(holder);
 }
@@ -159,7 +157,7 @@ void record(breaker_actor* self, const call_outcome& out) {
   // instant must win over an earlier one.
   if (m.config().open_on_retry_after && cls == policy::outcome_class::failure &&
       out.retry_after && (current || m.state() == breaker_state::open))
-    announce_if(self, m.open_until(*out.retry_after, now));
+    announce_if(self, m.hold_open_until(*out.retry_after, now));
 }
 
 caf::behavior breaker_behavior(breaker_actor* self, std::string source,
@@ -235,9 +233,9 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
         // Capped before adding: a peer's period is bounded like a
         // server's instant, and `now + duration::max()` would overflow.
         if (to == breaker_state::open && !m.isolated())
-          t = m.open_until(now + std::clamp(open_for, duration::zero(),
-                                            m.config().open_duration_max),
-                           now);
+          t = m.hold_open_until(now + std::clamp(open_for, duration::zero(),
+                                                 m.config().open_duration_max),
+                                now);
         else if (to == breaker_state::closed)
           t = m.close_from_peer(now);
         if (t)

@@ -1,32 +1,33 @@
 #include "sluice/runtime/admission_config.hpp"
 
+#include <stdexcept>
 #include <string>
 
-#include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/policy/tier_counter.hpp"
 
 namespace sluice {
 
 namespace {
 
-void check_cap(const char* key, int64_t value) {
+void check_cap(const char* field, int64_t value) {
   constexpr auto max = static_cast<int64_t>(policy::tier_counter::max_cap);
   if (value < 1 || value > max)
-    throw config_error(key, "must be an integer in [1, " + std::to_string(max) +
-                                "], got " + std::to_string(value));
+    throw std::invalid_argument(std::string{field} +
+                                ": must be an integer in [1, " +
+                                std::to_string(max) + "], got " +
+                                std::to_string(value));
 }
 
 } // namespace
 
 void validate(const admission_config& cfg) {
-  check_cap("admission.session_cap", cfg.session_cap);
-  check_cap("admission.connection_cap", cfg.connection_cap);
-  check_cap("admission.global_cap", cfg.global_cap);
+  check_cap("session_cap", cfg.session_cap);
+  check_cap("connection_cap", cfg.connection_cap);
+  check_cap("global_cap", cfg.global_cap);
   if (cfg.wait_timeout <= duration::zero()) {
     auto ms = std::chrono::duration<double, std::milli>(cfg.wait_timeout);
-    throw config_error("admission.wait_timeout",
-                       "must be positive, got " + std::to_string(ms.count()) +
-                           " ms");
+    throw std::invalid_argument("wait_timeout: must be positive, got " +
+                                std::to_string(ms.count()) + " ms");
   }
 }
 

@@ -21,7 +21,9 @@ struct admission_config {
   duration wait_timeout = std::chrono::seconds{3};
 };
 
-/// Throws `config_error` naming the first invalid key: every cap must be in
+/// Throws `std::invalid_argument("FIELD: problem")` for the first invalid
+/// field, as every settings check of the library does (the facade and the
+/// config reader name the key, `admission.FIELD`): every cap must be in
 /// [1, 2^31 - 1] and `wait_timeout` must be positive.
 void validate(const admission_config& cfg);
 

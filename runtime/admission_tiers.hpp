@@ -13,8 +13,8 @@ namespace sluice {
 /// session and connection tiers with the configured caps.
 class admission_tiers {
 public:
-  /// Validates `cfg` (throws `config_error` naming the key) and spawns the
-  /// global tier.
+  /// Validates `cfg` (throws `std::invalid_argument("FIELD: problem")`)
+  /// and spawns the global tier.
   admission_tiers(caf::actor_system& sys, admission_config cfg);
 
   const admission_config& config() const noexcept { return cfg_; }

@@ -125,6 +125,7 @@ runtime_config checked(runtime_config cfg) {
     throw config_error("kinds", "needs at least one call kind");
   for (auto& kind : cfg.kinds)
     with_key_prefix("kinds." + kind.first, [&] { validate(kind.second); });
+  with_key_prefix("admission", [&] { validate(cfg.admission); });
   if (cfg.redis)
     with_key_prefix("backend", [&] { validate(*cfg.redis); });
   with_key_prefix("backend", [&] { validate_backend(cfg); });

@@ -234,15 +234,7 @@ void read_admission(table_reader& r, admission_config& a) {
   read_fields(r, a,
               {span_field<&admission_config::wait_timeout>("wait_timeout_s")});
   r.done();
-  r.checked([&] {
-    try {
-      validate(a);
-    } catch (const config_error& e) {
-      // validate() names "admission.X"; report the key as written.
-      auto field = e.key().substr(e.key().find('.') + 1);
-      throw std::invalid_argument(field + ": " + e.problem());
-    }
-  });
+  r.checked([&] { validate(a); });
 }
 
 void read_kind(table_reader& r, policy::call_policy& p) {

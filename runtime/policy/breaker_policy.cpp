@@ -167,8 +167,8 @@ breaker_policy::on_open_elapsed(time_point now) {
   return move_to(breaker_state::half_open, now);
 }
 
-std::optional<breaker_transition> breaker_policy::open_until(time_point until,
-                                                             time_point now) {
+std::optional<breaker_transition>
+breaker_policy::hold_open_until(time_point until, time_point now) {
   until = std::min(until, now + cfg_.open_duration_max);
   if (state_ == breaker_state::open) {
     open_until_ = std::max(open_until_, until);

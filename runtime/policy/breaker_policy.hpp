@@ -143,7 +143,7 @@ public:
   /// instant always wins over an earlier one. The server's instant is
   /// capped at `now + open_duration_max` (SPEC §7): an upstream cannot
   /// take the route down for longer than our own longest opening.
-  std::optional<breaker_transition> open_until(time_point until,
+  std::optional<breaker_transition> hold_open_until(time_point until,
                                                time_point now);
 
 private:

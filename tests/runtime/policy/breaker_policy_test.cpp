@@ -126,13 +126,13 @@ TEST_CASE("open duration grows on consecutive re-openings, up to its cap") {
 
 TEST_CASE("open until a server-given instant, where a later instant wins") {
   breaker_policy b{count_config()};
-  auto t = b.open_until(t0 + 120s, t0);
+  auto t = b.hold_open_until(t0 + 120s, t0);
   REQUIRE(t);
   CHECK(t->to == breaker_state::open);
   CHECK(b.open_until() == t0 + 120s);
-  CHECK_FALSE(b.open_until(t0 + 60s, t0 + 1s)); // earlier: ignored
+  CHECK_FALSE(b.hold_open_until(t0 + 60s, t0 + 1s)); // earlier: ignored
   CHECK(b.open_until() == t0 + 120s);
-  b.open_until(t0 + 200s, t0 + 2s); // later: extends
+  b.hold_open_until(t0 + 200s, t0 + 2s); // later: extends
   CHECK(b.open_until() == t0 + 200s);
   CHECK_FALSE(b.on_open_elapsed(t0 + 199s));
   CHECK(b.on_open_elapsed(t0 + 200s));
@@ -283,7 +283,7 @@ TEST_CASE("outcome classes are configurable per breaker") {
 TEST_CASE("a server-given instant shorter than open_duration is honoured "
           "exactly") {
   breaker_policy b{count_config()}; // open_duration 30 s
-  REQUIRE(b.open_until(t0 + 5s, t0));
+  REQUIRE(b.hold_open_until(t0 + 5s, t0));
   CHECK(b.open_until() == t0 + 5s);
   CHECK(b.on_open_elapsed(t0 + 5s));
   // A server-driven opening does not grow our own open duration.
@@ -297,7 +297,7 @@ TEST_CASE("a server-given instant never holds the breaker open past "
   c.open_duration_max = 5min;
   breaker_policy b{c};
   // Retry-After: 999999999 on a 503 opened it until ~2057.
-  auto t = b.open_until(t0 + 999999999s, t0);
+  auto t = b.hold_open_until(t0 + 999999999s, t0);
   REQUIRE(t);
   CHECK(t->to == breaker_state::open);
   CHECK(b.open_until() == t0 + 5min);
@@ -307,13 +307,13 @@ TEST_CASE("a server-given instant never holds the breaker open past "
   CHECK(h->to == breaker_state::half_open);
   // Extending an open period is capped the same way, from the extension's now.
   breaker_policy e{c};
-  e.open_until(t0 + 10s, t0);
-  CHECK_FALSE(e.open_until(t0 + 24h, t0 + 1s));
+  e.hold_open_until(t0 + 10s, t0);
+  CHECK_FALSE(e.hold_open_until(t0 + 24h, t0 + 1s));
   CHECK(e.open_until() == t0 + 1s + 5min);
   // A later, still bounded instant wins as before.
   breaker_policy f{c};
-  f.open_until(t0 + 10s, t0);
-  f.open_until(t0 + 100s, t0 + 1s);
+  f.hold_open_until(t0 + 10s, t0);
+  f.hold_open_until(t0 + 100s, t0 + 1s);
   CHECK(f.open_until() == t0 + 100s);
 }
 
