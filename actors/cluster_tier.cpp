@@ -16,13 +16,14 @@
 #include "sluice/messages/admission.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/errors.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/policy/waiter_queue.hpp"
 
 namespace sluice {
 
 void validate(const cluster_tier_config& cfg) {
   if (cfg.poll <= duration::zero())
-    throw std::invalid_argument("poll: must be positive");
+    throw field_error("poll", "must be positive");
 }
 
 namespace {
@@ -330,9 +331,9 @@ caf::actor spawn_cluster_tier(caf::actor_system& sys, cluster_tier_config cfg,
                               bool detached) {
   validate(cfg);
   if (!store)
-    throw std::invalid_argument("store: must not be null");
+    throw field_error("store", "must not be null");
   if (store->ttl() <= duration::zero())
-    throw std::invalid_argument("lease_ttl: must be positive");
+    throw field_error("lease_ttl", "must be positive");
   if (!stats)
     stats = std::make_shared<cluster_tier_stats>();
   if (detached)

@@ -22,6 +22,7 @@
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/actors/upstream_request.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice {
 
@@ -31,7 +32,6 @@ namespace net = boost::asio;
 using upstream::is_host_char;
 using upstream::log_label;
 using upstream::parse_url;
-
 
 std::string upstream_target(std::string_view base_path,
                             std::string_view route) {
@@ -69,35 +69,32 @@ std::string upstream_target(std::string_view base_path,
 void validate(const http_source_config& cfg) {
   std::string why;
   if (!parse_url(cfg.base_url, why))
-    throw std::invalid_argument("base_url: " + why + " (got '" + cfg.base_url +
-                                "')");
+    throw field_error("base_url", why + " (got '" + cfg.base_url + "')");
   for (auto& [name, value] : cfg.headers)
     if (value.compare(0, 4, "env:") == 0 &&
         std::getenv(value.substr(4).c_str()) == nullptr)
-      throw std::invalid_argument("headers." + name +
-                                  ": environment variable " + value.substr(4) +
-                                  " is not set");
+      throw field_error("headers." + name, "environment variable " +
+                                               value.substr(4) + " is not set");
   if (cfg.connect_timeout <= duration::zero())
-    throw std::invalid_argument("connect_timeout: must be positive");
+    throw field_error("connect_timeout", "must be positive");
   if (cfg.first_byte_timeout <= duration::zero())
-    throw std::invalid_argument("first_byte_timeout: must be positive");
+    throw field_error("first_byte_timeout", "must be positive");
   if (cfg.idle_timeout <= duration::zero())
-    throw std::invalid_argument("idle_timeout: must be positive");
+    throw field_error("idle_timeout", "must be positive");
   if (cfg.response_timeout <= duration::zero())
-    throw std::invalid_argument("response_timeout: must be positive");
+    throw field_error("response_timeout", "must be positive");
   if (cfg.max_body_bytes == 0)
-    throw std::invalid_argument("max_body_bytes: must be positive");
+    throw field_error("max_body_bytes", "must be positive");
   if (cfg.max_error_body_bytes == 0)
-    throw std::invalid_argument("max_error_body_bytes: must be positive");
+    throw field_error("max_error_body_bytes", "must be positive");
   if (cfg.tls && !parse_url(cfg.base_url, why)->https)
-    throw std::invalid_argument(
-        "tls: TLS settings need an https:// base_url (got '" + cfg.base_url +
-        "')");
+    throw field_error("tls", "TLS settings need an https:// base_url (got '" +
+                                 cfg.base_url + "')");
   if (cfg.tls) {
     try {
       validate(*cfg.tls);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("tls." + std::string{e.what()});
+    } catch (const field_error& e) {
+      throw field_error("tls." + e.field(), e.problem());
     }
   }
 }
@@ -108,9 +105,9 @@ void validate(const http_tls_config& cfg) {
     net::ip::make_address(cfg.server_name, not_an_address);
     auto& name = cfg.server_name;
     if (not_an_address && !std::all_of(name.begin(), name.end(), is_host_char))
-      throw std::invalid_argument(
-          "server_name: a host name (letters, digits, '-', '.', '_') or an "
-          "IP address");
+      throw field_error("server_name",
+                        "a host name (letters, digits, '-', '.', '_') or an "
+                        "IP address");
   }
   upstream::make_tls_context(cfg); // checks the files, then is dropped
 }

@@ -11,13 +11,14 @@
 
 #include "sluice/actors/attempt_book.hpp"
 #include "sluice/actors/sim_answers.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/policy/rng.hpp"
 
 namespace sluice {
 
 void validate(const sim_config& cfg) {
   auto refuse = [](const std::string& field, const std::string& why) {
-    throw std::invalid_argument(field + ": " + why);
+    throw field_error(field, why);
   };
   if (cfg.phases.empty())
     refuse("phases", "needs at least one phase");
@@ -139,25 +140,29 @@ std::optional<source_reply> fate(sim_state& st, const sim_phase& p) {
   if (pick(p.transient_rate)) {
     ++st.stats->transient;
     return source_reply{outcome_kind::transient, 503,
-                        sim::error_body("simulated 503", "server_error"), p.retry_after};
+                        sim::error_body("simulated 503", "server_error"),
+                        p.retry_after};
   }
   if (pick(p.rate_limit_rate)) {
     ++st.stats->rate_limited;
     return source_reply{outcome_kind::rate_limited, 429,
                         sim::error_body("simulated 429", "rate_limit_error",
-                                        "rate_limit_exceeded"), p.retry_after};
+                                        "rate_limit_exceeded"),
+                        p.retry_after};
   }
   if (pick(p.permanent_rate)) {
     ++st.stats->permanent;
-    return source_reply{outcome_kind::permanent, 400,
-                        sim::error_body("simulated 400", "invalid_request_error"), std::nullopt};
+    return source_reply{
+        outcome_kind::permanent, 400,
+        sim::error_body("simulated 400", "invalid_request_error"),
+        std::nullopt};
   }
   ++st.stats->ok;
   return source_reply{outcome_kind::ok, 200, {}, std::nullopt};
 }
 
 caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
-                  std::shared_ptr<sim_stats> stats) {
+                           std::shared_ptr<sim_stats> stats) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.stats = std::move(stats);
@@ -214,9 +219,10 @@ caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
         if (req.timeout > duration::zero() &&
             (!reply || latency > req.timeout)) {
           ++st.stats->timed_out;
-          reply = source_reply{policy::outcome_kind::timeout, 0,
-                               sim::error_body("simulated source timed out", "timeout"),
-                               std::nullopt};
+          reply = source_reply{
+              policy::outcome_kind::timeout, 0,
+              sim::error_body("simulated source timed out", "timeout"),
+              std::nullopt};
           latency = req.timeout;
         }
         // A zero-latency unary answer goes back at once: nothing to cancel,
@@ -229,18 +235,19 @@ caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
-        pending_attempt pa{promise, requester, reply.value_or(source_reply{}),
-                           caf::actor{}, 0, false, {}};
+        pending_attempt pa{
+            promise, requester, reply.value_or(source_reply{}), caf::actor{}, 0,
+            false,   {}};
         // A streamed success: chunks spread over the latency, like tokens.
-        if (reply && reply->kind == policy::outcome_kind::ok &&
-            req.stream_to) {
+        if (reply && reply->kind == policy::outcome_kind::ok && req.stream_to) {
           pa.stream_to = req.stream_to;
           pa.tag = req.stream_tag;
           pa.reply.body.clear();
           if (p.stream_break_rate > 0 && st.draw() < p.stream_break_rate) {
             pa.breaks = true;
             pa.reply.kind = policy::outcome_kind::transient;
-            pa.reply.body = sim::error_body("simulated stream broke off", "server_error");
+            pa.reply.body =
+                sim::error_body("simulated stream broke off", "server_error");
             ++st.stats->stream_breaks;
           }
           pa.events =

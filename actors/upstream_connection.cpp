@@ -17,6 +17,7 @@
 #include <boost/asio/ssl/error.hpp>
 
 #include "sluice/actors/http_source.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice::upstream {
 
@@ -27,7 +28,7 @@ using error_code = boost::system::error_code;
 namespace {
 
 [[noreturn]] void refuse(const std::string& field, const std::string& what) {
-  throw std::invalid_argument(field + ": " + what);
+  throw field_error(field, what);
 }
 
 // A file we cannot open is named as such (OpenSSL's own text for it is
@@ -48,8 +49,9 @@ std::shared_ptr<ssl::context> make_tls_context(const http_tls_config& cfg) {
                    ssl::context::no_compression);
   // An encrypted key file would make OpenSSL ask for its passphrase on the
   // terminal, blocking the start: answer with none, so it is refused.
-  ctx->set_password_callback(
-      [](std::size_t, ssl::context::password_purpose) { return std::string{}; });
+  ctx->set_password_callback([](std::size_t, ssl::context::password_purpose) {
+    return std::string{};
+  });
   error_code ec;
   ctx->set_verify_mode(cfg.verify ? ssl::verify_peer : ssl::verify_none);
   if (!cfg.ca_file.empty()) {

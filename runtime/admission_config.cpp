@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/policy/tier_counter.hpp"
 
 namespace sluice {
@@ -12,10 +13,9 @@ namespace {
 void check_cap(const char* field, int64_t value) {
   constexpr auto max = static_cast<int64_t>(policy::tier_counter::max_cap);
   if (value < 1 || value > max)
-    throw std::invalid_argument(std::string{field} +
-                                ": must be an integer in [1, " +
-                                std::to_string(max) + "], got " +
-                                std::to_string(value));
+    throw field_error(field, "must be an integer in [1, " +
+                                 std::to_string(max) + "], got " +
+                                 std::to_string(value));
 }
 
 } // namespace
@@ -26,8 +26,8 @@ void validate(const admission_config& cfg) {
   check_cap("global_cap", cfg.global_cap);
   if (cfg.wait_timeout <= duration::zero()) {
     auto ms = std::chrono::duration<double, std::milli>(cfg.wait_timeout);
-    throw std::invalid_argument("wait_timeout: must be positive, got " +
-                                std::to_string(ms.count()) + " ms");
+    throw field_error("wait_timeout", "must be positive, got " +
+                                          std::to_string(ms.count()) + " ms");
   }
 }
 

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "sluice/runtime/policy/field_error.hpp"
+
 namespace sluice {
 
 /// A configuration value that Sluice refuses. Always names the offending key
@@ -41,16 +43,21 @@ private:
   int line_;
 };
 
-/// What the library's `validate` functions throw, read back: they say
-/// `std::invalid_argument("field: problem")`, naming the settings struct's
-/// field; the facade and the config reader turn that into a `config_error`
-/// for their own key. `field` is empty when the message names none.
+/// What the library's `validate` functions throw, read back: a
+/// `field_error` naming the settings struct's field (or an
+/// `std::invalid_argument("field: problem")`); the facade and the config
+/// reader turn that into a `config_error` for their own key. `field` is
+/// empty when the error names none.
 struct field_problem {
   std::string field;
   std::string problem;
 };
 
 inline field_problem read_field_problem(const std::invalid_argument& e) {
+  if (auto f = dynamic_cast<const field_error*>(&e))
+    return {f->field(), f->problem()};
+  // A check of a service's own (a custom source's settings) may still say
+  // it the old way.
   std::string what = e.what();
   auto colon = what.find(": ");
   if (colon == std::string::npos)

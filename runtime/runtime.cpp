@@ -17,11 +17,12 @@
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/scope_backend.hpp"
 #include "sluice/messages/atoms.hpp"
-#include "sluice/runtime/sources.hpp"
 #include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/redis/breaker_relay.hpp"
 #include "sluice/runtime/redis/lease_pool.hpp"
 #include "sluice/runtime/redis/scope_backend.hpp"
+#include "sluice/runtime/sources.hpp"
 
 namespace sluice {
 
@@ -50,7 +51,7 @@ struct runtime::actor_health {
     any.store(true, std::memory_order_release);
     // Once per source: no flood to limit.
     logger().error("source {} is broken: its {} actor terminated ({})", source,
-                    role, what);
+                   role, what);
   }
 
   /// Watches `a` (which may already be dead: then the functor runs now).
@@ -94,13 +95,13 @@ void call_handle::cancel() const {
 
 void validate_backend(const runtime_config& cfg) {
   if (cfg.progress_ttl < std::chrono::seconds{1})
-    throw std::invalid_argument("progress_ttl: must be at least 1 s");
+    throw field_error("progress_ttl", "must be at least 1 s");
   if (cfg.lease_ttl < min_lease_ttl)
-    throw std::invalid_argument("lease_ttl: must be at least 100 ms");
+    throw field_error("lease_ttl", "must be at least 100 ms");
   if (cfg.cluster_global_cap != 0) {
     if (!cfg.redis)
-      throw std::invalid_argument(
-          "cluster_global_cap: needs the redis backend (type = \"redis\")");
+      throw field_error("cluster_global_cap",
+                        "needs the redis backend (type = \"redis\")");
     validate_lease_limits(cfg.cluster_global_cap, cfg.lease_ttl);
   }
 }
@@ -147,8 +148,8 @@ caf::actor make_cluster_tier(caf::actor_system& sys, const runtime_config& cfg,
   stats = std::make_shared<cluster_tier_stats>();
   // Detached: destroying the Redis store joins its thread, never on a CAF
   // worker.
-  return spawn_cluster_tier(sys, cluster_tier_config{}, std::move(store),
-                            stats, true);
+  return spawn_cluster_tier(sys, cluster_tier_config{}, std::move(store), stats,
+                            true);
 }
 
 } // namespace

@@ -1,4 +1,5 @@
 #include "sluice/runtime/policy/aimd.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,7 +10,7 @@ namespace sluice::policy {
 
 void validate(const aimd_config& cfg) {
   auto refuse = [](const char* field, const std::string& why) {
-    throw std::invalid_argument(std::string{field} + ": " + why);
+    throw field_error(field, why);
   };
   if (cfg.min == 0)
     refuse("min", "must be at least 1");

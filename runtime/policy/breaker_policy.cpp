@@ -1,4 +1,5 @@
 #include "sluice/runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -31,7 +32,7 @@ parse_breaker_state(std::string_view name) noexcept {
 namespace {
 
 [[noreturn]] void refuse(const char* field, const std::string& problem) {
-  throw std::invalid_argument(std::string{field} + ": " + problem);
+  throw field_error(field, problem);
 }
 
 void check_rate(const char* field, double x) {

@@ -1,4 +1,5 @@
 #include "sluice/runtime/policy/call_policy.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -9,7 +10,7 @@ namespace sluice::policy {
 namespace {
 
 [[noreturn]] void refuse(const char* field, const std::string& why) {
-  throw std::invalid_argument(std::string{field} + ": " + why);
+  throw field_error(field, why);
 }
 
 void positive(const char* field, duration d) {

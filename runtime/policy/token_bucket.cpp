@@ -1,4 +1,5 @@
 #include "sluice/runtime/policy/token_bucket.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,14 +11,16 @@ namespace sluice::policy {
 
 void validate(const quota_config& cfg) {
   if (!(cfg.rate_per_s > 0.0) || !std::isfinite(cfg.rate_per_s))
-    throw std::invalid_argument("rate_per_s: must be a positive rate, got "
-                                + std::to_string(cfg.rate_per_s));
+    throw field_error("rate_per_s", "must be a positive rate, got " +
+                                        std::to_string(cfg.rate_per_s));
   if (cfg.burst == 0)
-    throw std::invalid_argument("burst: must be at least 1");
+    throw field_error("burst", "must be at least 1");
 }
 
 token_bucket::token_bucket(const quota_config& cfg, time_point now)
-  : cfg_((validate(cfg), cfg)), tokens_(cfg.burst), last_(now) {
+    : cfg_((validate(cfg), cfg))
+    , tokens_(cfg.burst)
+    , last_(now) {
   // nop
 }
 
@@ -25,7 +28,8 @@ void token_bucket::refill(time_point now) noexcept {
   if (now <= last_)
     return;
   std::chrono::duration<double> dt = now - last_;
-  tokens_ = std::min<double>(cfg_.burst, tokens_ + dt.count() * cfg_.rate_per_s);
+  tokens_ =
+      std::min<double>(cfg_.burst, tokens_ + dt.count() * cfg_.rate_per_s);
   last_ = now;
 }
 

@@ -13,12 +13,13 @@
 
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/system_hold.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice {
 
 void validate(const redis_config& cfg) {
   auto refuse = [](const std::string& field, const std::string& why) {
-    throw std::invalid_argument(field + ": " + why);
+    throw field_error(field, why);
   };
   if (cfg.host.empty())
     refuse("address", "needs a host");

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/redis/lua.hpp"
 
 namespace sluice {
@@ -48,9 +49,9 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 
 void validate_lease_limits(uint32_t cap, duration ttl) {
   if (cap == 0)
-    throw std::invalid_argument("cluster_global_cap: must be positive");
+    throw field_error("cluster_global_cap", "must be positive");
   if (ttl < min_lease_ttl)
-    throw std::invalid_argument("lease_ttl: must be at least 100 ms");
+    throw field_error("lease_ttl", "must be at least 100 ms");
 }
 
 lease_pool::lease_pool(redis_client& redis, std::string name, uint32_t cap,
@@ -243,7 +244,7 @@ make_redis_lease_store(caf::actor_system& sys, redis_config cfg,
   validate(cfg);
   validate_lease_limits(cap, ttl);
   if (name.empty())
-    throw std::invalid_argument("name: must not be empty");
+    throw field_error("name", "must not be empty");
   return std::make_shared<redis_lease_store>(std::move(cfg), std::move(name),
                                              cap, ttl, &sys);
 }

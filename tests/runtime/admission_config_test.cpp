@@ -61,3 +61,26 @@ TEST_CASE("a zero or negative wait_timeout is refused, naming the key") {
     CHECK(std::string{e.what()}.find("must be positive") != std::string::npos);
   }
 }
+
+TEST_CASE("read_field_problem takes a field_error's parts as they are - and "
+          "reads the older 'field: problem' text") {
+  // A problem holding ": " itself is not split there.
+  sluice::field_error typed{"headers.X", "environment variable A: B unset"};
+  auto t = sluice::read_field_problem(typed);
+  CHECK(t.field == "headers.X");
+  CHECK(t.problem == "environment variable A: B unset");
+  CHECK(std::string{typed.what()} == "headers.X: environment variable A: B "
+                                     "unset");
+  auto old = sluice::read_field_problem(std::invalid_argument{"rate: bad"});
+  CHECK(old.field == "rate");
+  CHECK(old.problem == "bad");
+  auto none = sluice::read_field_problem(std::invalid_argument{"just bad"});
+  CHECK(none.field.empty());
+  CHECK(none.problem == "just bad");
+}
+
+TEST_CASE("admission settings are refused with a field_error") {
+  admission_config cfg;
+  cfg.global_cap = 0;
+  CHECK_THROWS_AS(validate(cfg), sluice::field_error);
+}

@@ -2,6 +2,7 @@
 // Retry-After hints are too long to sleep out, and the settings refused.
 
 #include "sluice/runtime/policy/call_policy.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 
 #include <chrono>
 #include <stdexcept>
@@ -101,4 +102,16 @@ TEST_CASE("a Retry-After longer than the stall budget left or than "
   p.max_retry_after = max_retry_after_limit;
   p.stall_window = duration_limit;
   CHECK(retry_after_too_long(p, std::chrono::hours{24 * 365}, 0s));
+}
+
+TEST_CASE("a refused call policy is a field_error naming the field") {
+  call_policy p;
+  p.max_attempts = 0;
+  try {
+    validate(p);
+    FAIL("accepted");
+  } catch (const sluice::field_error& e) {
+    CHECK(e.field() == "max_attempts");
+    CHECK_FALSE(e.problem().empty());
+  }
 }
