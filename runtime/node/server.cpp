@@ -15,10 +15,11 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "sluice/actors/log.hpp"
+#include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/breaker.hpp"
 #include "sluice/runtime/config_error.hpp"
-#include "sluice/actors/log.hpp"
 #include "sluice/runtime/node/connection.hpp"
 #include "sluice/runtime/node/fd_limit.hpp"
 #include "sluice/runtime/node/front_state.hpp"
@@ -43,8 +44,26 @@ constexpr size_t max_admin_connections = 64;
 /// be written before the I/O threads stop.
 constexpr auto cutoff_flush_time = std::chrono::seconds{1};
 
-struct http_front::impl : front_state {
-  using front_state::front_state;
+/// The front's I/O threads hold call handles (governors): a connection
+/// destroyed there may drop an actor's last reference, and CAF then cleans
+/// the actor up on that thread. The front counts as running in the actor
+/// system (`system_hold`) until all of it -- threads joined, the io_context
+/// and every handler and connection it held -- is gone: a base before
+/// `front_state`, so released after it.
+struct front_hold {
+  explicit front_hold(runtime& rt)
+      : hold(rt.system()) {
+    // nop
+  }
+  system_hold hold;
+};
+
+struct http_front::impl : front_hold, front_state {
+  impl(runtime& rt, const node_settings& s)
+      : front_hold(rt)
+      , front_state(rt, s) {
+    // nop
+  }
 };
 
 namespace {
