@@ -23,9 +23,9 @@ constexpr duration min_probe_interval = std::chrono::milliseconds{10};
 /// How long a connect or a command may wait at `now`: `limit` (the connect
 /// or command timeout), or less when `deadline` is nearer. Nothing when the
 /// deadline leaves less than `min_command_time`: then it is not tried at all.
-inline std::optional<duration>
-command_time(duration limit, std::optional<time_point> deadline,
-             time_point now) noexcept {
+inline std::optional<duration> command_time(duration limit,
+                                            std::optional<time_point> deadline,
+                                            time_point now) noexcept {
   if (!deadline)
     return limit;
   auto left = *deadline - now;

@@ -80,8 +80,7 @@ redis_reply flatten(const redisReply* r) {
 
 } // namespace
 
-redis_client::redis_client(redis_config cfg,
-                           std::shared_ptr<redis_clock> clock)
+redis_client::redis_client(redis_config cfg, std::shared_ptr<redis_clock> clock)
     : cfg_(std::move(cfg))
     , clock_(clock ? std::move(clock) : real_redis_clock())
     , reconnect_pause_(cfg_.reconnect_after) {

@@ -39,8 +39,8 @@ class steady_redis_clock final : public redis_clock {
 public:
   time_point now() const override { return steady::now(); }
 
-  bool wait_until(std::unique_lock<std::mutex>& lk,
-                  std::condition_variable& cv, time_point until,
+  bool wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                  time_point until,
                   const std::function<bool()>& done) override {
     return cv.wait_until(lk, until, done);
   }

@@ -23,9 +23,8 @@ public:
 
   time_point now() const override;
 
-  bool wait_until(std::unique_lock<std::mutex>& lk,
-                  std::condition_variable& cv, time_point until,
-                  const std::function<bool()>& done) override;
+  bool wait_until(std::unique_lock<std::mutex>& lk, std::condition_variable& cv,
+                  time_point until, const std::function<bool()>& done) override;
 
   /// Moves time forward by `d` and wakes every waiter to look again.
   void advance(duration d);

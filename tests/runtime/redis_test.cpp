@@ -50,8 +50,8 @@ bool eventually(F f, std::chrono::milliseconds limit = 5000ms) {
 // relay's listener has subscribed once it counts.
 long long breaker_listeners(const test_redis& server) {
   redis_client c{server.config()};
-  auto r = c.command(
-      {"PUBSUB", "NUMSUB", server.config().key_prefix + "breakers"});
+  auto r =
+      c.command({"PUBSUB", "NUMSUB", server.config().key_prefix + "breakers"});
   if (!r.ok() || r.reply->elements.size() != 2)
     return -1;
   return r.reply->elements[1].integer;

@@ -18,7 +18,7 @@ constexpr duration reconnect_after = 500ms;
 
 } // namespace
 
-// -- command_time --------------------------------------------------------------
+// -- command_time -------------------------------------------------------------
 
 TEST_CASE("a command without a deadline gets its whole timeout") {
   CHECK(command_time(200ms, std::nullopt, t0) == duration{200ms});
@@ -44,7 +44,7 @@ TEST_CASE("an unanswered command is a fault unless its deadline cut the wait "
   CHECK_FALSE(unanswered_is_fault(1ms, 200ms));
 }
 
-// -- reconnect_pause -------------------------------------------------------------
+// -- reconnect_pause ----------------------------------------------------------
 
 TEST_CASE("a client connects at once until a connect fails") {
   reconnect_pause p{reconnect_after};
@@ -76,7 +76,7 @@ TEST_CASE("a successful connect ends the pause") {
   CHECK(p.may_connect(t0));
 }
 
-// -- redis_health ----------------------------------------------------------------
+// -- redis_health -------------------------------------------------------------
 
 TEST_CASE("a worker starts up and a fault marks it down once") {
   redis_health h{command_timeout, reconnect_after};

@@ -69,8 +69,7 @@ TEST_CASE("a manual clock's waiter wakes when done whatever the time") {
   std::atomic<int> result{-1};
   std::thread waiter{[&] {
     std::unique_lock<std::mutex> lk{mx};
-    result = clock.wait_until(lk, cv, clock.now() + 1h,
-                              [&] { return stop; })
+    result = clock.wait_until(lk, cv, clock.now() + 1h, [&] { return stop; })
                  ? 1
                  : 0;
   }};
