@@ -53,14 +53,6 @@ namespace {
 /// is not healthy. Each entry is three small closures: well under 1 MiB.
 constexpr size_t max_queued_jobs = 4096;
 
-/// The least time a command may be given: a socket timeout of zero would
-/// mean "wait forever", and less than this cannot be met anyway.
-constexpr duration min_command_time = std::chrono::milliseconds{1};
-
-/// The least pause between two PINGs to a Redis that is down, whatever
-/// `reconnect_after` says: no busy loop against a refusing port.
-constexpr duration min_probe_interval = std::chrono::milliseconds{10};
-
 redis_reply flatten(const redisReply* r) {
   redis_reply out;
   switch (r->type) {
@@ -89,8 +81,10 @@ redis_reply flatten(const redisReply* r) {
 
 } // namespace
 
-redis_client::redis_client(redis_config cfg)
-    : cfg_(std::move(cfg)) {
+redis_client::redis_client(redis_config cfg, std::shared_ptr<redis_clock> clock)
+    : cfg_(std::move(cfg))
+    , clock_(clock ? std::move(clock) : real_redis_clock())
+    , reconnect_pause_(cfg_.reconnect_after) {
   validate(cfg_);
 }
 
@@ -130,22 +124,18 @@ bool redis_client::ensure_connected(result& r) {
       return false;
     }
   }
-  auto now = steady::now();
-  if (connect_failed_at_ && now - *connect_failed_at_ < cfg_.reconnect_after) {
+  auto now = clock_->now();
+  if (!reconnect_pause_.may_connect(now)) {
     r.error = "redis unreachable (not retrying yet)";
     note_fault(r);
     return false;
   }
-  auto limit = cfg_.connect_timeout;
-  if (deadline_) {
-    auto left = *deadline_ - now;
-    if (left < min_command_time) {
-      r.error = "redis: deadline passed before connecting";
-      return false;
-    }
-    limit = std::min(limit, left);
+  auto limit = policy::command_time(cfg_.connect_timeout, deadline_, now);
+  if (!limit) {
+    r.error = "redis: deadline passed before connecting";
+    return false;
   }
-  auto tv = to_timeval(limit);
+  auto tv = to_timeval(*limit);
   auto* ctx = redisConnectWithTimeout(cfg_.host.c_str(), cfg_.port, tv);
   if (ctx == nullptr || ctx->err != 0) {
     r.error = "redis connect to " + cfg_.host + ":" +
@@ -153,7 +143,7 @@ bool redis_client::ensure_connected(result& r) {
               " failed: " + (ctx ? std::string{ctx->errstr} : "out of memory");
     if (ctx != nullptr)
       redisFree(ctx);
-    connect_failed_at_ = now;
+    reconnect_pause_.connect_failed(now);
     note_fault(r);
     return false;
   }
@@ -169,14 +159,14 @@ bool redis_client::ensure_connected(result& r) {
   auto cmd = to_timeval(cfg_.command_timeout);
   redisSetTimeout(ctx_, cmd);
   applied_timeout_ = cfg_.command_timeout;
-  connect_failed_at_.reset();
+  reconnect_pause_.connected();
   shas_.clear(); // a new server may not know our scripts
   if (!cfg_.password.empty()) {
     auto a = run({"AUTH", cfg_.password});
     if (!a.ok()) {
       r.error = "redis AUTH failed: " + a.error;
       drop();
-      connect_failed_at_ = now;
+      reconnect_pause_.connect_failed(now);
       if (!r.fault)
         note_fault(r);
       return false;
@@ -189,17 +179,14 @@ redis_client::result redis_client::run(const std::vector<std::string>& argv) {
   // The socket timeout: the command timeout, or less if the deadline is
   // nearer. No answer within half a command timeout or more is a fault;
   // within less, the caller's deadline was too near to tell.
-  auto timeout = cfg_.command_timeout;
-  if (deadline_) {
-    auto left = *deadline_ - steady::now();
-    if (left < min_command_time) {
-      result r;
-      r.error = "redis: deadline passed before the command was sent";
-      return r;
-    }
-    timeout = std::min(timeout, left);
+  auto allowed =
+      policy::command_time(cfg_.command_timeout, deadline_, clock_->now());
+  if (!allowed) {
+    result r;
+    r.error = "redis: deadline passed before the command was sent";
+    return r;
   }
-  bool capped = timeout < cfg_.command_timeout / 2;
+  auto timeout = *allowed;
   if (timeout != applied_timeout_) {
     redisSetTimeout(ctx_, to_timeval(timeout));
     applied_timeout_ = timeout;
@@ -223,7 +210,8 @@ redis_client::result redis_client::run(const std::vector<std::string>& argv) {
     if (timed_out)
       r.error += " (no answer in time)";
     drop();
-    if (!(capped && timed_out))
+    if (!timed_out ||
+        policy::unanswered_is_fault(timeout, cfg_.command_timeout))
       note_fault(r);
     return r;
   }
@@ -318,20 +306,24 @@ std::optional<std::string> redis_client::next_message(size_t max_bytes) {
 
 struct redis_worker::core {
   struct entry {
-    steady::time_point deadline;
+    time_point deadline;
     job run;
     refusal fail;
   };
 
-  core(redis_config c, std::string w, caf::actor_system* sys)
+  core(redis_config c, std::string w, caf::actor_system* sys,
+       std::shared_ptr<redis_clock> clk)
       : cfg(c)
       , what(std::move(w))
-      , client(std::move(c)) {
+      , clock(clk ? std::move(clk) : real_redis_clock())
+      , client(std::move(c), clock)
+      , health(cfg.command_timeout, cfg.reconnect_after) {
     if (sys != nullptr)
       hold.emplace(*sys);
   }
 
   void loop();
+  void run_next(std::unique_lock<std::mutex>& lk);
   void probe(std::unique_lock<std::mutex>& lk);
   void mark_down(const std::string& why);
 
@@ -340,17 +332,23 @@ struct redis_worker::core {
   std::optional<system_hold> hold;
   redis_config cfg;
   std::string what;
+  std::shared_ptr<redis_clock> clock;
   redis_client client;
   std::mutex mx;
   std::condition_variable cv;
   std::deque<entry> queue;
   bool stop = false;
+  /// Under `mx`; `is_down` mirrors its `down()` for `redis_worker::down`,
+  /// which takes no lock.
+  policy::redis_health health;
   std::atomic<bool> is_down{false};
 };
 
 redis_worker::redis_worker(redis_config cfg, std::string what,
-                           caf::actor_system* sys)
-    : core_(std::make_shared<core>(std::move(cfg), std::move(what), sys)) {
+                           caf::actor_system* sys,
+                           std::shared_ptr<redis_clock> clock)
+    : core_(std::make_shared<core>(std::move(cfg), std::move(what), sys,
+                                   std::move(clock))) {
   thread_ = std::thread{[c = core_] { c->loop(); }};
 }
 
@@ -374,14 +372,18 @@ const redis_config& redis_worker::config() const noexcept {
   return core_->cfg;
 }
 
+redis_clock& redis_worker::clock() const noexcept {
+  return *core_->clock;
+}
+
 redis_client& redis_worker::connection() noexcept {
   return core_->client;
 }
 
-void redis_worker::submit(steady::time_point deadline, job run, refusal fail) {
+void redis_worker::submit(time_point deadline, job run, refusal fail) {
   auto& c = *core_;
   std::unique_lock<std::mutex> lk{c.mx};
-  if (c.is_down.load(std::memory_order_relaxed)) {
+  if (c.health.down()) {
     lk.unlock();
     fail(std::string{down_refusal} +
          " (failing closed until it answers again)");
@@ -400,68 +402,99 @@ void redis_worker::submit(steady::time_point deadline, job run, refusal fail) {
 
 void redis_worker::core::mark_down(const std::string& why) {
   std::deque<entry> dropped;
+  bool fell;
   {
     std::lock_guard<std::mutex> guard{mx};
+    fell = health.fault(clock->now());
     is_down.store(true, std::memory_order_release);
     dropped.swap(queue);
   }
-  static log_limit lim;
-  log_limited(lim, spdlog::level::warn,
-              "redis {}:{} is down for the {} ({}): calls fail closed until it "
-              "answers PING",
-              cfg.host, cfg.port, what, why);
-  for (auto& e : dropped)
-    e.fail(std::string{down_refusal} + ": " + why);
+  if (fell) {
+    static log_limit lim;
+    log_limited(lim, spdlog::level::warn,
+                "redis {}:{} is down for the {} ({}): calls fail closed until "
+                "it answers PING",
+                cfg.host, cfg.port, what, why);
+  }
+  // One by one: a refusal that throws must not cost the others theirs.
+  for (auto& e : dropped) {
+    try {
+      e.fail(std::string{down_refusal} + ": " + why);
+    } catch (...) {
+    }
+  }
 }
 
-// While down: a PING every `reconnect_after`, until one is answered.
+// While down: a PING each time one is due, until one is answered.
 void redis_worker::core::probe(std::unique_lock<std::mutex>& lk) {
-  auto pause = std::max(cfg.reconnect_after, min_probe_interval);
-  if (cv.wait_for(lk, pause, [this] { return stop; }))
+  if (clock->wait_until(lk, cv, health.probe_due(), [this] { return stop; }))
     return;
+  if (!health.probe_due(clock->now()))
+    return; // woken early (a spurious wake-up): wait again
   lk.unlock();
-  client.set_deadline(steady::now() + cfg.command_timeout);
-  auto r = client.command({"PING"});
+  bool answered = false;
+  try {
+    client.set_deadline(health.probe_deadline(clock->now()));
+    answered = client.command({"PING"}).ok();
+  } catch (...) {
+    // Counted as unanswered: the next PING waits a full interval.
+  }
+  auto now = clock->now();
   lk.lock();
-  if (r.ok() && !stop) {
+  if (answered && !stop) {
+    health.probe_answered();
     is_down.store(false, std::memory_order_release);
     static log_limit lim;
     log_limited(lim, spdlog::level::info,
                 "redis {}:{} answers the {} again: calls go on", cfg.host,
                 cfg.port, what);
+  } else {
+    health.probe_failed(now);
   }
 }
 
-void redis_worker::core::loop() {
-  std::unique_lock<std::mutex> lk{mx};
-  while (!stop) {
-    if (is_down.load(std::memory_order_relaxed)) {
-      probe(lk);
-      continue;
-    }
-    cv.wait(lk, [this] { return stop || !queue.empty(); });
-    if (stop)
-      break;
-    auto e = std::move(queue.front());
-    queue.pop_front();
-    lk.unlock();
-    auto now = steady::now();
+void redis_worker::core::run_next(std::unique_lock<std::mutex>& lk) {
+  cv.wait(lk, [this] { return stop || !queue.empty(); });
+  if (stop)
+    return;
+  auto e = std::move(queue.front());
+  queue.pop_front();
+  lk.unlock();
+  auto now = clock->now();
+  if (policy::redis_health::stale(e.deadline, now)) {
+    // Queued behind a slow Redis: not sent, failed at once.
+    e.fail("redis too slow: the call's deadline passed before the "
+           "command was sent");
+  } else {
+    client.set_deadline(health.job_deadline(e.deadline, now));
+    auto faults = client.faults();
     try {
-      if (deadline_passed(e.deadline, now)) {
-        // Queued behind a slow Redis: not sent, failed at once.
-        e.fail("redis too slow: the call's deadline passed before the "
-               "command was sent");
-      } else {
-        client.set_deadline(std::min(e.deadline, now + cfg.command_timeout));
-        auto faults = client.faults();
-        e.run(client);
-        if (client.faults() != faults)
-          mark_down(client.last_fault());
-      }
+      e.run(client);
     } catch (...) {
-      // A job that throws is dropped; the thread goes on.
+      // A job that throws is dropped; a fault it met still counts.
     }
-    lk.lock();
+    if (client.faults() != faults)
+      mark_down(client.last_fault());
+  }
+  // `e` (and what its closures hold) goes before the lock is taken again.
+}
+
+void redis_worker::core::loop() {
+  std::unique_lock<std::mutex> lk{mx, std::defer_lock};
+  for (;;) {
+    try {
+      if (!lk.owns_lock())
+        lk.lock();
+      if (stop)
+        break;
+      if (health.down())
+        probe(lk);
+      else
+        run_next(lk);
+    } catch (...) {
+      // Nothing may escape the thread (std::terminate): what threw -- a
+      // refusal, the log, the clock -- is dropped, and the loop goes on.
+    }
   }
 }
 

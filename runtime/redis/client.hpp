@@ -13,7 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/runtime/policy/redis_health.hpp"
 #include "sluice/runtime/policy/time.hpp"
+#include "sluice/runtime/redis/clock.hpp"
 #include "sluice/runtime/redis/config.hpp"
 
 struct redisContext;
@@ -53,9 +55,13 @@ struct redis_reply {
 /// A deadline (`set_deadline`) bounds every command further: each waits at
 /// most the command timeout and at most until the deadline, and one whose
 /// deadline has passed is not sent at all.
+///
+/// Deadlines and the reconnect pause are on `clock` (the steady clock when
+/// none is given); the socket timeouts hiredis sets are real time.
 class redis_client {
 public:
-  explicit redis_client(redis_config cfg);
+  explicit redis_client(redis_config cfg,
+                        std::shared_ptr<redis_clock> clock = nullptr);
   ~redis_client();
 
   redis_client(const redis_client&) = delete;
@@ -106,8 +112,11 @@ public:
 
   const redis_config& config() const noexcept { return cfg_; }
 
-  /// Bounds the commands from now on by `deadline` as well (nothing: only
-  /// by the command timeout).
+  /// The clock its deadlines and reconnect pause are on.
+  redis_clock& clock() const noexcept { return *clock_; }
+
+  /// Bounds the commands from now on by `deadline` (on `clock()`) as well
+  /// (nothing: only by the command timeout).
   void set_deadline(std::optional<steady::time_point> deadline) noexcept {
     deadline_ = deadline;
   }
@@ -123,6 +132,7 @@ private:
   void note_fault(result& r);
 
   redis_config cfg_;
+  std::shared_ptr<redis_clock> clock_;
   /// Guards `ctx_`'s existence against `interrupt` from another thread (its
   /// use needs no lock: one owner).
   std::mutex ctx_mx_;
@@ -133,7 +143,7 @@ private:
   duration applied_timeout_{};
   uint64_t faults_ = 0;
   std::string last_fault_;
-  std::optional<steady::time_point> connect_failed_at_;
+  policy::reconnect_pause reconnect_pause_;
   /// Scripts by text: their SHA1 once loaded.
   std::vector<std::pair<std::string, std::string>> shas_;
 };
@@ -164,9 +174,12 @@ public:
   /// `what` names its user in the log ("scope backend", "cluster tier").
   /// With `sys`, the thread counts as running in that actor system
   /// (`system_hold`) until it ends: its jobs answer actors, and one may
-  /// drop an actor's last reference there.
+  /// drop an actor's last reference there. Job deadlines, the PING pause
+  /// and the connection's reconnect pause are on `clock` (the steady clock
+  /// when none is given); the thread holds it until it ends.
   redis_worker(redis_config cfg, std::string what,
-               caf::actor_system* sys = nullptr);
+               caf::actor_system* sys = nullptr,
+               std::shared_ptr<redis_clock> clock = nullptr);
 
   /// Stops the thread and joins it: waits for the command in flight (at
   /// most one command timeout). Queued jobs are dropped, neither run nor
@@ -178,7 +191,7 @@ public:
   redis_worker(const redis_worker&) = delete;
   redis_worker& operator=(const redis_worker&) = delete;
 
-  /// Queues `run`, to start before `deadline` (steady clock). Exactly one of
+  /// Queues `run`, to start before `deadline` (on `clock()`). Exactly one of
   /// `run` and `fail` is called, on the worker's thread -- or `fail` at
   /// once, on the caller's, while Redis is down or the queue is full.
   void submit(steady::time_point deadline, job run, refusal fail);
@@ -187,6 +200,9 @@ public:
   bool down() const noexcept;
 
   const redis_config& config() const noexcept;
+
+  /// The clock its deadlines are on.
+  redis_clock& clock() const noexcept;
 
   /// The connection jobs are given, for objects built over it (a
   /// `lease_pool`); use it only from jobs, on the worker's thread.

@@ -46,6 +46,17 @@ bool eventually(F f, std::chrono::milliseconds limit = 5000ms) {
   return f();
 }
 
+// How many connections listen on the relay's channel (PUBSUB NUMSUB): a
+// relay's listener has subscribed once it counts.
+long long breaker_listeners(const test_redis& server) {
+  redis_client c{server.config()};
+  auto r =
+      c.command({"PUBSUB", "NUMSUB", server.config().key_prefix + "breakers"});
+  if (!r.ok() || r.reply->elements.size() != 2)
+    return -1;
+  return r.reply->elements[1].integer;
+}
+
 struct actor_fixture {
   caf::actor_system_config cfg;
   caf::actor_system sys;
@@ -406,7 +417,7 @@ TEST_CASE_METHOD(actor_fixture,
     nodes.back()->add_route({"/x", "chat", {"x"}, {}, {}});
   }
   auto is_open = [&](int i) { return nodes[i]->source("x").breaker.is_open(); };
-  std::this_thread::sleep_for(200ms); // the listeners subscribe
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 3; }));
   // Only node A pays the failures.
   for (int k = 0; k < 4; ++k)
     nodes[0]->call(call_request{"/x", "{}"}).get();
@@ -445,7 +456,7 @@ TEST_CASE_METHOD(actor_fixture,
   runtime node{sys, rc};
   node.add_simulated_source("x", sim_config{}, s);
   node.add_route({"/x", "chat", {"x"}, {}, {}});
-  std::this_thread::sleep_for(200ms); // the listener subscribes
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 1; }));
   redis_client intruder{server.config()};
   auto channel = server.config().key_prefix + "breakers";
   std::vector<std::string> junk = {
