@@ -8,7 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "policy_testing.hpp"
+
 using namespace sluice::policy;
+using sluice::testing::refusal;
 
 namespace {
 
@@ -74,14 +77,6 @@ TEST_CASE("AIMD grows only while the source is well used") {
 }
 
 TEST_CASE("nonsense AIMD settings are refused, naming the field") {
-  auto refusal = [](auto&& cfg) -> std::string {
-    try {
-      validate(cfg);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "";
-  };
   aimd_config a;
   a.decrease_ratio = 1.0;
   CHECK(refusal(a).rfind("decrease_ratio:", 0) == 0);

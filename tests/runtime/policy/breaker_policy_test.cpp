@@ -6,14 +6,15 @@
 
 #include <catch2/catch.hpp>
 
+#include "policy_testing.hpp"
+
 using namespace std::chrono_literals;
 using namespace sluice::policy;
 using sluice::duration;
 using sluice::time_point;
+using sluice::testing::t0;
 
 namespace {
-
-const time_point t0 = time_point{} + 1h;
 
 breaker_config count_config() {
   breaker_config c;

@@ -10,10 +10,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "policy_testing.hpp"
+
 using namespace std::chrono_literals;
 using namespace sluice::policy;
 using sluice::duration;
 using sluice::time_point;
+using sluice::testing::refusal;
 
 TEST_CASE("a 429 spends the retry budget only where the kind says so, "
           "every other outcome always") {
@@ -31,14 +34,6 @@ TEST_CASE("a 429 spends the retry budget only where the kind says so, "
 }
 
 TEST_CASE("nonsense call policies are refused, naming the field") {
-  auto refusal = [](auto&& cfg) -> std::string {
-    try {
-      validate(cfg);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "";
-  };
   call_policy p;
   CHECK(refusal(p).empty());
   p.max_attempts = 0;

@@ -4,14 +4,15 @@
 
 #include <catch2/catch.hpp>
 
+#include "policy_testing.hpp"
+
 using namespace std::chrono_literals;
 using namespace sluice::policy;
 using sluice::duration;
 using sluice::time_point;
+using sluice::testing::t0;
 
 namespace {
-
-const time_point t0 = time_point{} + 1h;
 
 constexpr duration command_timeout = 200ms;
 constexpr duration reconnect_after = 500ms;

@@ -7,16 +7,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "policy_testing.hpp"
+
 using namespace std::chrono_literals;
 using namespace sluice::policy;
 using sluice::duration;
 using sluice::time_point;
-
-namespace {
-
-const time_point t0 = time_point{} + 1h;
-
-} // namespace
+using sluice::testing::t0;
 
 TEST_CASE("stall clock: productive attempt time never counts as stalled") {
   stall_clock c{t0};

@@ -8,16 +8,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "policy_testing.hpp"
+
 using namespace std::chrono_literals;
 using namespace sluice::policy;
 using sluice::duration;
 using sluice::time_point;
-
-namespace {
-
-const time_point t0 = time_point{} + 1h;
-
-} // namespace
+using sluice::testing::t0;
 
 TEST_CASE("a token bucket allows its burst, then its rate") {
   token_bucket b{{2.0, 3}, t0}; // 2 per second, bursts of 3
