@@ -285,41 +285,28 @@ void runtime::add_route(route_config r) {
   if (r.name.empty())
     throw config_error("routes", "a route needs a name");
   auto kind = cfg_.kinds.find(r.kind);
-  if (kind == cfg_.kinds.end())
-    throw config_error(key + ".kind", "unknown call kind '" + r.kind + "'");
-  if (r.sources.empty() && r.models.empty())
-    throw config_error(key + ".sources", "a route needs at least one source");
-  auto check_weights = [](const std::string& at,
-                          const std::vector<std::string>& sources,
-                          const std::vector<double>& weights) {
-    if (weights.empty())
-      return;
-    if (weights.size() != sources.size())
-      throw config_error(at + ".weights", "needs one weight per source");
-    for (auto w : weights)
-      if (!(w > 0.0))
-        throw config_error(at + ".weights", "weights must be positive");
-  };
-  check_weights(key, r.sources, r.weights);
+  {
+    std::shared_lock<std::shared_mutex> guard{mx_};
+    with_key_prefix(key, [&] {
+      validate(
+          r, [&](const std::string& k) { return cfg_.kinds.count(k) != 0; },
+          [&](const std::string& s) { return sources_.count(s) != 0; });
+    });
+  }
   route_entry entry;
   for (size_t i = 0; i < r.models.size(); ++i) {
     auto& m = r.models[i];
-    auto at = key + ".models." + m.pattern;
-    if (m.sources.empty())
-      throw config_error(at, "a model needs at least one source");
-    check_weights(at, m.sources, m.weights);
     try {
       entry.rules.add(m.pattern, i);
     } catch (const std::invalid_argument& e) {
-      throw config_error(at, e.what());
+      throw config_error(key + ".models." + m.pattern, e.what());
     }
   }
   auto scope = r.scope.empty() ? r.name : r.scope;
   std::unique_lock<std::shared_mutex> guard{mx_};
   if (routes_.count(r.name) != 0)
     throw config_error(key, "a route with this name already exists");
-  auto make_plan = [&](const std::string& at,
-                       const std::vector<std::string>& sources,
+  auto make_plan = [&](const std::vector<std::string>& sources,
                        const std::vector<double>& weights,
                        std::string plan_scope) {
     auto plan = std::make_shared<route_plan>();
@@ -328,18 +315,14 @@ void runtime::add_route(route_config r) {
     plan->weights = weights;
     plan->policy = kind->second;
     plan->backend = backend_;
-    for (auto& name : sources) {
-      auto i = sources_.find(name);
-      if (i == sources_.end())
-        throw config_error(at + ".sources", "unknown source '" + name + "'");
-      plan->sources.push_back(i->second);
-    }
+    for (auto& name : sources)
+      plan->sources.push_back(sources_.at(name)); // validated above
     return plan;
   };
   if (!r.sources.empty())
-    entry.fallback = make_plan(key, r.sources, r.weights, scope);
+    entry.fallback = make_plan(r.sources, r.weights, scope);
   for (auto& m : r.models)
-    entry.by_model.push_back(make_plan(key + ".models." + m.pattern, m.sources,
+    entry.by_model.push_back(make_plan(m.sources,
                                        m.weights,
                                        scope + " model " + m.pattern));
   routes_.emplace(r.name, std::move(entry));

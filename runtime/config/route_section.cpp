@@ -1,5 +1,7 @@
 // `[routes."PATH"]`.
 
+#include <algorithm>
+
 #include "sluice/runtime/config/sections.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 
@@ -21,49 +23,48 @@ route_decl read_route(const std::string& path, const toml::table& t,
         (own == "/v1/models" && path.rfind("/v1/models/", 0) == 0))
       throw config_error(r.prefix(),
                          "'" + path + "' is the node's own endpoint", d.line);
-  if (auto k = r.string("kind")) {
-    if (cfg.runtime.kinds.count(*k) == 0)
-      r.fail("kind", "unknown call kind '" + *k + "'");
+  if (auto k = r.string("kind"))
     d.route.kind = *k;
-  }
-  // A list of known source names, and optional weights, one per source.
+  auto is_kind = [&](const std::string& k) {
+    return cfg.runtime.kinds.count(k) != 0;
+  };
+  auto is_source = [&](const std::string& name) {
+    return std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                       [&](const source_decl& s) { return s.name == name; });
+  };
+  // A list of source names and optional weights, read as TOML here, then
+  // checked by the route rules (`validate_sources`) for the key as written:
+  // `key` (the list's own key, for a model given as a bare list) or
+  // `sources` and `weights`.
+  auto read_weights = [](table_reader& in, const toml::array* weights,
+                         std::vector<double>& ws) {
+    if (weights != nullptr)
+      for (auto& n : *weights) {
+        if (!n.is_number())
+          in.fail("weights", "must be positive numbers, at most 1e6", &n);
+        ws.push_back(*n.value<double>());
+      }
+  };
   auto read_sources = [&](table_reader& in, const std::string& key,
                           const toml::array& list, const toml::array* weights,
                           std::vector<std::string>& names,
                           std::vector<double>& ws) {
-    if (list.empty())
-      in.fail(key, "needs at least one source");
     for (auto& n : list) {
       if (!n.is_string())
         in.fail(key, "must be an array of source names", &n);
-      auto name = *n.value<std::string>();
-      bool known = false;
-      for (auto& s : cfg.sources)
-        known = known || s.name == name;
-      if (!known)
-        in.fail(key, "unknown source '" + name + "'", &n);
-      names.push_back(name);
+      names.push_back(*n.value<std::string>());
     }
-    if (weights == nullptr)
-      return;
-    for (auto& n : *weights) {
-      if (!n.is_number() || !(*n.value<double>() > 0.0) ||
-          !(*n.value<double>() <= weight_limit))
-        in.fail("weights", "must be positive numbers, at most 1e6", &n);
-      ws.push_back(*n.value<double>());
-    }
-    if (ws.size() != names.size())
-      in.fail("weights", "needs one weight per source");
+    read_weights(in, weights, ws);
+    in.checked([&] { validate_sources(names, ws, is_source); },
+               {{"sources", key}});
   };
   auto sources = r.array("sources");
   auto models = r.table("models");
-  if (!sources && !models)
-    r.fail("sources", "needs at least one source (or a models table)");
   if (sources)
     read_sources(r, "sources", *sources, r.array("weights"), d.route.sources,
                  d.route.weights);
-  else if (r.array("weights"))
-    r.fail("weights", "needs sources");
+  else
+    read_weights(r, r.array("weights"), d.route.weights);
   if (models) {
     // "NAME" = ["source", ...]  or  "NAME" = { sources = [...], weights }
     table_reader mr{*models, r.prefix() + ".models"};
@@ -99,6 +100,9 @@ route_decl read_route(const std::string& path, const toml::table& t,
   if (auto s = r.string("scope"))
     d.route.scope = *s;
   r.done();
+  // What the lists alone do not show: the kind, and a route with neither
+  // sources nor models.
+  r.checked([&] { validate(d.route, is_kind, is_source); });
   return d;
 }
 

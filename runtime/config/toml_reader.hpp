@@ -49,9 +49,6 @@ constexpr uint32_t idle_connections_limit = 10000;
 /// Largest quota rate, per second.
 constexpr double rate_limit_per_s = 1e9;
 
-/// Largest route weight (weights are relative; larger is a typo).
-constexpr double weight_limit = 1e6;
-
 /// Redis' port when `backend.address` names none.
 constexpr uint16_t redis_default_port = 6379;
 
