@@ -13,6 +13,13 @@
 // and released after it is joined (and after every actor reference it kept
 // is gone) keeps the system alive for all of it.
 //
+// NOTE: only an actor system that awaits its actors at shutdown (CAF's
+// default) waits for the count; sluice-node turns that off
+// (`await_actors_before_shutdown(false)`) and so relies on its order of
+// destruction instead: the front, the runtime (whose sources join their
+// threads), then the system. A Redis worker that detached itself (destroyed
+// on its own thread) may then outlive the system by one command.
+//
 // Left open: CAF's `dec_running` decrements before it locks the mutex it
 // then notifies under; a destructor that checks the count in between frees
 // that mutex first. CAF's own detached actors share that window of a few

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sluice/runtime/policy/field_error.hpp"
+#include "sluice/runtime/route_rules.hpp"
 #include "sluice/runtime/runtime.hpp"
 
 namespace sluice {

@@ -22,6 +22,7 @@
 #include "sluice/runtime/redis/breaker_relay.hpp"
 #include "sluice/runtime/redis/lease_pool.hpp"
 #include "sluice/runtime/redis/scope_backend.hpp"
+#include "sluice/runtime/route_rules.hpp"
 #include "sluice/runtime/sources.hpp"
 
 namespace sluice {

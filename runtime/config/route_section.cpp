@@ -4,6 +4,7 @@
 
 #include "sluice/runtime/config/sections.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
+#include "sluice/runtime/route_rules.hpp"
 
 namespace sluice::config {
 

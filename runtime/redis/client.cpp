@@ -381,7 +381,11 @@ redis_client& redis_worker::connection() noexcept {
 }
 
 void redis_worker::submit(time_point deadline, job run, refusal fail) {
-  auto& c = *core_;
+  // Held to the end: once the job is queued, the worker may run it and a
+  // job may destroy the worker (its answer drops the owner's last
+  // reference) before this call has notified.
+  auto core = core_;
+  auto& c = *core;
   std::unique_lock<std::mutex> lk{c.mx};
   if (c.health.down()) {
     lk.unlock();
@@ -410,11 +414,15 @@ void redis_worker::core::mark_down(const std::string& why) {
     dropped.swap(queue);
   }
   if (fell) {
-    static log_limit lim;
-    log_limited(lim, spdlog::level::warn,
-                "redis {}:{} is down for the {} ({}): calls fail closed until "
-                "it answers PING",
-                cfg.host, cfg.port, what, why);
+    try {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "redis {}:{} is down for the {} ({}): calls fail closed "
+                  "until it answers PING",
+                  cfg.host, cfg.port, what, why);
+    } catch (...) {
+      // The refusals below must happen all the same.
+    }
   }
   // One by one: a refusal that throws must not cost the others theirs.
   for (auto& e : dropped) {

@@ -8,6 +8,7 @@
 
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/runtime.hpp"
+#include "sluice/runtime/route_rules.hpp"
 
 using namespace sluice;
 
