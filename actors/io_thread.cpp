@@ -30,21 +30,41 @@ void io_thread::stop() noexcept {
     thread_.join();
 }
 
-void io_thread::run() noexcept {
+namespace {
+
+// A report that throws (the log) must not end the loop.
+void report(const std::function<void(const char*)>& caught,
+            const char* what) noexcept {
+  try {
+    caught(what);
+  } catch (...) {
+    // nop
+  }
+}
+
+} // namespace
+
+void run_until_stopped(
+    boost::asio::io_context& loop,
+    const std::function<void(const char* what)>& caught) noexcept {
   for (;;) {
     try {
-      ioc_.run();
+      loop.run();
       return; // stopped
     } catch (const std::exception& e) {
-      static log_limit lim;
-      log_limited(lim, spdlog::level::err, "{}: I/O loop caught: {}", where_,
-                  e.what());
+      report(caught, e.what());
     } catch (...) {
-      static log_limit lim;
-      log_limited(lim, spdlog::level::err,
-                  "{}: I/O loop caught an unknown exception", where_);
+      report(caught, nullptr);
     }
   }
+}
+
+void io_thread::run() noexcept {
+  run_until_stopped(ioc_, [this](const char* what) {
+    static log_limit lim;
+    log_limited(lim, spdlog::level::err, "{}: I/O loop caught: {}", where_,
+                what != nullptr ? what : "an unknown exception");
+  });
 }
 
 } // namespace sluice::upstream

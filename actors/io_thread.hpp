@@ -5,6 +5,7 @@
 // `session(net::io_context&)`), not made to own it, so that tests run the
 // client on a loop of their own and several clients could share one.
 
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -14,6 +15,14 @@
 #include "sluice/actors/system_hold.hpp"
 
 namespace sluice::upstream {
+
+/// Runs `loop` until it is stopped. An exception out of a handler (one that
+/// escaped its own guard) goes to `caught` (with its `what()`, or null for
+/// one that is no `std::exception`) and the loop goes on: that handler is
+/// lost, never the thread. For every thread of ours that runs a loop.
+void run_until_stopped(
+    boost::asio::io_context& loop,
+    const std::function<void(const char* what)>& caught) noexcept;
 
 class io_thread {
 public:

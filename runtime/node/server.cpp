@@ -15,6 +15,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "sluice/actors/io_thread.hpp"
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
@@ -257,20 +258,11 @@ http_front::http_front(runtime& rt, const node_settings& settings,
     impl_->threads.emplace_back([state] {
       // The last line of defence: a handler that throws past its own catch
       // loses its connection, never the process.
-      for (;;) {
-        try {
-          state->ioc.run();
-          return;
-        } catch (const std::exception& e) {
-          ++state->counters.handler_errors;
-          log_limited(thread_log, spdlog::level::err,
-                      "an I/O handler threw: {}", e.what());
-        } catch (...) {
-          ++state->counters.handler_errors;
-          log_limited(thread_log, spdlog::level::err,
-                      "an I/O handler threw an unknown exception");
-        }
-      }
+      upstream::run_until_stopped(state->ioc, [state](const char* what) {
+        ++state->counters.handler_errors;
+        log_limited(thread_log, spdlog::level::err, "an I/O handler threw: {}",
+                    what != nullptr ? what : "an unknown exception");
+      });
     });
 }
 
