@@ -34,9 +34,12 @@ using tcp = net::ip::tcp;
 // The Beast side: a keep-alive pool and the exchanges in flight, on the
 // loop it is handed. Everything below runs on that loop's thread.
 //
-// Destroyed only once its loop has stopped (the source's `http_io`, a
-// test's fixture), so no handler ever runs after the destruction; handlers
-// therefore capture `this`.
+// Shared by its handlers: each holds the engine (`guarded`, the posts), so
+// it lives until the last of them has run or been destroyed with its loop.
+// The loop may be shared (the loop scheduler's) and keep running after the
+// `http_client` is gone: the client's destruction posts `close`, which ends
+// every exchange and drops the pool, and the engine goes with the handlers
+// that close wakes.
 //
 // Every step's deadline is one alarm per exchange on the injected time:
 // when it fires, the connection is closed, which ends the step's operation,
@@ -45,7 +48,8 @@ using tcp = net::ip::tcp;
 // No exception leaves a handler: each is wrapped by `guarded`, which fails
 // its exchange as `transient` (SPEC §7); the loop's runner catches whatever
 // still gets through and keeps the loop running.
-class http_client::engine {
+class http_client::engine
+    : public std::enable_shared_from_this<http_client::engine> {
 public:
   using done_fn = std::function<void(source_reply)>;
 
@@ -78,7 +82,8 @@ private:
   // thrown fails `ex` as transient (closing its connection).
   template <class F>
   auto guarded(const exchange_ptr& ex, const char* step, F f) {
-    return [this, ex, step, f = std::move(f)](auto&&... xs) mutable {
+    return [this, keep = shared_from_this(), ex, step,
+            f = std::move(f)](auto&&... xs) mutable {
       try {
         f(std::forward<decltype(xs)>(xs)...);
       } catch (const std::exception& e) {
@@ -139,7 +144,7 @@ public:
   }
 
   void start(uint64_t id, call_request req, done_fn done) {
-    net::post(ioc_, [self = this, id, req = std::move(req),
+    net::post(ioc_, [self = shared_from_this(), id, req = std::move(req),
                      done = std::move(done)]() mutable {
       auto ex = std::make_shared<exchange>();
       ex->id = id;
@@ -151,7 +156,7 @@ public:
 
   /// The requester is gone: close its upstream request now.
   void cancel(uint64_t id) {
-    net::post(ioc_, [self = this, id] {
+    net::post(ioc_, [self = shared_from_this(), id] {
       auto i = self->active_.find(id);
       if (i == self->active_.end())
         return;
@@ -163,6 +168,24 @@ public:
       if (ex->stream)
         ex->stream->close();
       ++self->stats_->cancelled;
+    });
+  }
+
+  /// The client is gone: every exchange ends unanswered and the pool
+  /// closes, so the handlers that hold the engine run (aborted) and go.
+  void close() {
+    net::post(ioc_, [self = shared_from_this()] {
+      auto active = std::move(self->active_);
+      self->active_.clear();
+      for (auto& [id, ex] : active) {
+        ex->done = nullptr;
+        if (ex->alarm)
+          ex->alarm->cancel();
+        if (ex->stream)
+          ex->stream->close();
+      }
+      self->idle_.clear();
+      self->resolver_.cancel();
     });
   }
 
@@ -533,11 +556,18 @@ private:
 http_client::http_client(boost::asio::io_context& loop, io_time& time,
                          const http_source_config& cfg,
                          std::shared_ptr<http_source_stats> stats)
-    : engine_(std::make_unique<engine>(loop, time, cfg, std::move(stats))) {
+    : engine_(std::make_shared<engine>(loop, time, cfg, std::move(stats))) {
   // nop
 }
 
-http_client::~http_client() = default;
+http_client::~http_client() {
+  try {
+    engine_->close();
+  } catch (...) {
+    // No memory for the post: the exchanges end with their handlers, when
+    // the loop stops.
+  }
+}
 
 void http_client::start(uint64_t id, call_request req, done_fn done) {
   engine_->start(id, std::move(req), std::move(done));

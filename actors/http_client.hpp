@@ -2,9 +2,10 @@
 
 // The Beast side of an HTTP source: a keep-alive pool and the exchanges in
 // flight, on an Asio loop it is handed, with its timers on an injected time
-// (`io_time`). Private to the HTTP source, whose actor owns one (on a loop
-// of its own, `io_thread`) and hands it each attempt; a test runs one on a
-// loop and a simulated time of its own.
+// (`io_time`). Private to the HTTP source, whose actor owns one per loop of
+// the loop scheduler (or one on a loop of its own, `io_thread`, under CAF's
+// scheduler) and hands it each attempt; a test runs one on a loop and a
+// simulated time of its own.
 
 #include <cstdint>
 #include <functional>
@@ -39,8 +40,9 @@ public:
               const http_source_config& cfg,
               std::shared_ptr<http_source_stats> stats);
 
-  /// Only once `loop` has stopped for good (or never ran): its handlers
-  /// capture the client.
+  /// From any thread, while `loop` runs or after it stopped: the attempts
+  /// in flight end unanswered and the pool closes, on the loop. What the
+  /// handlers still hold goes with the last of them.
   ~http_client();
 
   http_client(const http_client&) = delete;
@@ -58,7 +60,7 @@ public:
 
 private:
   class engine;
-  std::unique_ptr<engine> engine_;
+  std::shared_ptr<engine> engine_;
 };
 
 } // namespace sluice::upstream

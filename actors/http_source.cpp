@@ -20,6 +20,7 @@
 #include "sluice/actors/io_thread.hpp"
 #include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/actors/upstream_request.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
@@ -149,19 +150,66 @@ struct http_io {
   }
 };
 
+/// Where a source's attempts run. On the loop scheduler (sluice-node): a
+/// client per loop, built when the loop first runs one of the source's
+/// attempts, so an attempt runs on the loop its source actor runs it on
+/// (the loop the call's governor woke it on, when it was idle) and the
+/// source owns no thread. Under any other scheduler: one client on a loop
+/// of its own (`http_io`).
 struct http_source_state {
   caf::actor_system* sys = nullptr;
   http_source_config cfg;
+  loop_scheduler* loops = nullptr;
+  std::vector<std::unique_ptr<upstream::http_client>> per_loop;
   std::unique_ptr<http_io> io;
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
   attempt_book<pending> attempts;
 
-  ~http_source_state() { http_io::dispose(std::move(io)); }
+  ~http_source_state() {
+    per_loop.clear(); // each closes its exchanges on its loop
+    http_io::dispose(std::move(io));
+  }
 
-  /// The client, built now if it is not yet (its first build failed: no
-  /// descriptor or thread to spare then); null if it still cannot be.
-  upstream::http_client* ensure_engine() noexcept {
+  size_t lanes() const noexcept { return loops ? per_loop.size() : 1; }
+
+  /// A new attempt's id, on `lane` (the lane is `id % lanes()`).
+  uint64_t new_id(size_t lane) noexcept { return next_id++ * lanes() + lane; }
+
+  /// The lane of the calling thread: its loop, or 0.
+  size_t current_lane() const noexcept {
+    if (!loops)
+      return 0;
+    auto i = loop_scheduler::current_index();
+    return i < per_loop.size() ? i : 0; // not on a loop: the first one
+  }
+
+  /// The client of attempt `id`, if it was built.
+  upstream::http_client* client_of(uint64_t id) const noexcept {
+    if (loops)
+      return per_loop[id % per_loop.size()].get();
+    return io ? io->client.get() : nullptr;
+  }
+
+  /// The client of `lane`, built now if it is not yet (its first build
+  /// failed: no descriptor or thread to spare then); null if it still
+  /// cannot be.
+  upstream::http_client* ensure_engine(size_t lane) noexcept {
+    if (loops) {
+      auto& c = per_loop[lane];
+      if (!c) {
+        try {
+          c = std::make_unique<upstream::http_client>(
+              loops->loop(lane), upstream::real_io_time(), cfg, stats);
+        } catch (const std::exception& e) {
+          static log_limit lim;
+          log_limited(lim, spdlog::level::err,
+                      "http source {}: cannot start its I/O on loop {}: {}",
+                      cfg.base_url, lane, e.what());
+        }
+      }
+      return c.get();
+    }
     if (io)
       return io->client.get();
     try {
@@ -200,15 +248,20 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
   self->state.sys = &self->system();
   self->state.cfg = std::move(cfg);
   self->state.stats = stats;
-  self->state.ensure_engine(); // now, not at the first call (io_thread)
+  if (auto* loops = loop_scheduler::of(self->system())) {
+    self->state.loops = loops;
+    self->state.per_loop.resize(loops->loops());
+  } else {
+    self->state.ensure_engine(0); // now, not at the first call (io_thread)
+  }
   // A requester that terminated, or sent `cancel_atom`, cancelled its
   // attempts: close them upstream.
   auto drop = [self](const caf::actor_addr& requester) {
     auto& st = self->state;
     for (auto id : st.attempts.drop_requester(requester)) {
       try {
-        if (st.io)
-          st.io->client->cancel(id);
+        if (auto* client = st.client_of(id))
+          client->cancel(id);
       } catch (const std::exception& e) {
         static log_limit lim;
         log_limited(lim, spdlog::level::warn,
@@ -227,11 +280,12 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
              const call_request& req) -> caf::result<source_reply> {
         auto& st = self->state;
         ++st.stats->attempts;
-        auto engine = st.ensure_engine();
+        auto lane = st.current_lane();
+        auto engine = st.ensure_engine(lane);
         if (!engine)
           return cannot_attempt();
         ++st.stats->in_flight;
-        auto id = st.next_id++;
+        auto id = st.new_id(lane);
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();

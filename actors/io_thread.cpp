@@ -3,6 +3,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_guard.hpp"
 
 namespace sluice::upstream {
 
@@ -24,6 +25,7 @@ void io_thread::start() {
 }
 
 void io_thread::stop() noexcept {
+  assert_not_on_loop("joining an I/O thread");
   work_.reset();
   ioc_.stop();
   if (thread_.joinable())

@@ -22,6 +22,7 @@
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/runtime/http_front.hpp"
 #include "sluice/actors/log.hpp"
 
@@ -67,6 +68,13 @@ int report(const std::string& origin, const sluice::config_error& e) {
 void configure_actors(caf::actor_system_config& caf_cfg,
                       const sluice::node_settings& node) {
   sluice::add_error_category(caf_cfg);
+  if (node.scheduler == "loops") {
+    auto loops = node.loops != 0
+                     ? node.loops
+                     : std::max(1u, std::thread::hardware_concurrency());
+    sluice::use_loop_scheduler(caf_cfg, loops);
+    return;
+  }
   caf_cfg.set("scheduler.policy", caf::atom_from_string(node.scheduler));
   auto workers = node.actor_threads != 0
                      ? node.actor_threads
@@ -212,8 +220,12 @@ int main(int argc, char** argv) {
     auto rt = build_runtime(sys, cfg);
     sluice::http_front front{*rt, cfg.node};
     auto address = printable(cfg.node.listen_host, front.port());
-    fmt::print("sluice-node listening on http://{} ({} config)\n", address,
-               config_path.empty() ? "default" : config_path);
+    auto* loops = sluice::loop_scheduler::of(sys);
+    fmt::print("sluice-node listening on http://{} ({} config; {})\n",
+               address, config_path.empty() ? "default" : config_path,
+               loops != nullptr
+                   ? std::to_string(loops->loops()) + " event loop(s)"
+                   : "CAF's " + cfg.node.scheduler + " scheduler");
     if (front.admin_port() != 0)
       fmt::print("sluice-node operations (/status, /metrics, /events, "
                  "/admin/) on http://{}\n",

@@ -52,15 +52,19 @@ struct node_settings {
   uint64_t max_body_bytes = 1 << 20;
   /// How long in-flight calls may take to finish on SIGINT / SIGTERM.
   duration shutdown_grace = std::chrono::seconds{10};
-  /// CAF's scheduler policy: "sharing" (one shared queue; measured 2.5x the
-  /// throughput of stealing on 2 cores, see bench/RESULTS.md) or
-  /// "stealing".
-  std::string scheduler = "sharing";
-  /// CAF worker threads; 0: half the cores, at least one (the other half
-  /// runs the HTTP threads). On 2 cores one worker measured 30-35k req/s
-  /// against 28-33k for two and 24k for CAF's own default of four, and
-  /// 30 us less latency at low load: fewer idle workers woken and
-  /// contending for the shared queue (bench/RESULTS.md).
+  /// Where actors and connections run. "loops" (the default): `loops`
+  /// event loops, each one thread running its connections, the actors
+  /// their requests wake and the upstream connections of their calls
+  /// (actors/loop_scheduler.hpp; SPEC §9). "sharing" or "stealing": CAF's
+  /// scheduler with that policy on `actor_threads` workers, and the HTTP
+  /// front on two threads of its own (each request then crosses threads).
+  std::string scheduler = "loops";
+  /// With "loops": how many; 0: one per core.
+  uint32_t loops = 0;
+  /// With "sharing" or "stealing": CAF worker threads; 0: half the cores,
+  /// at least one (the other half runs the HTTP threads). On 2 cores one
+  /// worker measured 30-35k req/s against 28-33k for two and 24k for CAF's
+  /// own default of four (bench/RESULTS.md).
   uint32_t actor_threads = 0;
   /// Client connections open at once; beyond, a new one is closed at once.
   /// Each costs a descriptor and ~1 KiB at rest (more while a request is

@@ -15,6 +15,8 @@
 
 #include "sluice/actors/cluster_tier.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_guard.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/actors/scope_backend.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/config_error.hpp"
@@ -68,6 +70,10 @@ struct runtime::actor_health {
 };
 
 namespace {
+
+/// On the loop scheduler: how long the destructor waits for each built-in
+/// source to stop.
+constexpr auto source_stop_wait = std::chrono::milliseconds{5000};
 
 // Runs `f`; turns its `std::invalid_argument("field: problem")` into a
 // `config_error` for the key `prefix.field`.
@@ -178,9 +184,12 @@ runtime::~runtime() {
   auto stop = [](const auto& a) {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   };
+  std::vector<caf::actor> ours;
   for (auto& [name, s] : sources_) {
-    if (s.self_timed) // a built-in source: ours
+    if (s.self_timed) { // a built-in source: ours
       stop(s.actor);
+      ours.push_back(caf::actor_cast<caf::actor>(s.actor));
+    }
     stop(s.breaker.actor);
     stop(s.gate);
   }
@@ -189,6 +198,32 @@ runtime::~runtime() {
     stop(cluster_);
   if (relay_)
     stop(relay_);
+  // On the loop scheduler, a built-in source's connections live on the
+  // loops: wait until each source is gone (it closes them on its way out),
+  // so none is left for the loops' own destruction. Not on a loop's thread
+  // (it would wait for itself), and never under CAF's testing scheduler.
+  if (loop_scheduler::of(sys_) != nullptr && !on_loop_thread() &&
+      !ours.empty()) {
+    try {
+      caf::scoped_actor self{sys_};
+      for (auto& a : ours)
+        self->monitor(a);
+      for (size_t down = 0; down < ours.size(); ++down) {
+        bool late = false;
+        self->receive([](const caf::down_msg&) {},
+                      caf::after(source_stop_wait) >> [&late] { late = true; });
+        if (late) {
+          logger().warn("runtime: {} built-in source(s) did not stop within "
+                        "{} ms",
+                        ours.size() - down, source_stop_wait.count());
+          break;
+        }
+      }
+    } catch (const std::exception& e) {
+      logger().warn("runtime: waiting for the sources to stop failed: {}",
+                    e.what());
+    }
+  }
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,
@@ -240,6 +275,7 @@ runtime::broken_sources() const {
 }
 
 void runtime::check_started(duration timeout) const {
+  assert_not_on_loop("runtime::check_started (waits for every source)");
   auto all = sources();
   caf::scoped_actor self{sys_};
   auto ask = [&](const caf::actor& a, const std::string& name, const char* role,

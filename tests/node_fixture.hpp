@@ -2,7 +2,9 @@
 
 // A whole node in the test process, built from config TEXT through the
 // config-file API (the path sluice-node takes) and listening on a free
-// loopback port: what the in-process node tests share.
+// loopback port: what the in-process node tests share. Like sluice-node,
+// it runs on the loop scheduler (two loops unless `node.loops` says) unless
+// the config names CAF's own.
 
 #include <chrono>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
@@ -31,12 +34,16 @@ struct node_under_test {
                            const std::function<void(file_config&)>& adjust = {},
                            const std::string& origin = "test.toml") {
     add_error_category(caf_cfg);
-    sys = std::make_unique<caf::actor_system>(caf_cfg);
     cfg = parse_config(config_text, origin);
     cfg.node.listen_host = "127.0.0.1";
     cfg.node.listen_port = 0;
     if (adjust)
       adjust(cfg);
+    // As sluice-node: on event loops unless the config names CAF's own
+    // scheduler (then with its default threads).
+    if (cfg.node.scheduler == "loops")
+      use_loop_scheduler(caf_cfg, cfg.node.loops != 0 ? cfg.node.loops : 2);
+    sys = std::make_unique<caf::actor_system>(caf_cfg);
     rt = std::make_unique<runtime>(*sys, cfg.runtime);
     install(*rt, cfg);
     front = std::make_unique<http_front>(*rt, cfg.node);
@@ -45,6 +52,10 @@ struct node_under_test {
   ~node_under_test() {
     if (front)
       front->shutdown(std::chrono::seconds{1});
+    front.reset();
+    rt.reset();
+    if (sys)
+      sys->await_actors_before_shutdown(false); // as sluice-node
   }
 
   uint16_t port() const { return front->port(); }

@@ -33,9 +33,14 @@ void read_node(table_reader& r, node_settings& n) {
     n.shutdown_grace = *x;
   }
   if (auto x = r.string("scheduler")) {
-    if (*x != "sharing" && *x != "stealing")
-      r.fail("scheduler", "must be \"sharing\" or \"stealing\"");
+    if (*x != "loops" && *x != "sharing" && *x != "stealing")
+      r.fail("scheduler", "must be \"loops\", \"sharing\" or \"stealing\"");
     n.scheduler = *x;
+  }
+  if (auto x = r.integer("loops")) {
+    if (*x < 0 || *x > 256)
+      r.fail("loops", "must be in [0, 256] (0: one per core)");
+    n.loops = static_cast<uint32_t>(*x);
   }
   if (auto x = r.integer("actor_threads")) {
     if (*x < 0 || *x > 256)

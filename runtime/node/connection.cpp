@@ -464,6 +464,15 @@ void connection::forget_pending() {
 // -- shutdown
 // -------------------------------------------------------------------
 
+void connection::shut() {
+  // The aborted read (or disconnect watch) takes the usual path of a client
+  // gone: its call is cancelled, the counters move back.
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    beast::error_code ignored;
+    self->stream_.socket().close(ignored);
+  });
+}
+
 void connection::cut_off() {
   ++front_.cutoffs_pending;
   auto self = shared_from_this();

@@ -29,6 +29,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "sluice/actors/loop_guard.hpp"
 #include "sluice/runtime/node/front_state.hpp"
 #include "sluice/runtime/node/responses.hpp"
 #include "sluice/runtime/node/sse_stream.hpp"
@@ -67,6 +68,10 @@ public:
   /// 503 `shutting_down` (a stream ends with an error event), then the
   /// connection closes.
   void cut_off();
+
+  /// At shutdown on shared loops, from any thread: closes the socket on the
+  /// connection's loop; its handlers end (aborted) and the connection goes.
+  void shut();
 
 private:
   using request_parser =
@@ -201,6 +206,12 @@ void connection::post_to(const std::shared_ptr<post_gate>& gate,
   if (!c)
     return;
   auto exec = c->stream_.get_executor();
+  if (c->front_.shared_loops) {
+    auto* here = this_thread_loop();
+    if (here == nullptr ||
+        &exec.context() != static_cast<boost::asio::execution_context*>(here))
+      ++c->front_.counters.cross_loop_posts;
+  }
   boost::asio::post(exec, [c = std::move(c), fn = std::move(fn)]() mutable {
     c->guarded("a posted result", [&] { fn(*c); });
   });

@@ -1,7 +1,7 @@
 #pragma once
 
 // What the parts of the HTTP front share (internal to runtime/node/): the
-// runtime, settings, counters, the connection registry and the I/O context.
+// runtime, settings, counters, the connection registry and the loops.
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -43,6 +44,10 @@ struct front_counters {
   std::atomic<uint64_t> clients_dropped{0};
   /// Exceptions caught in a handler (the connection was closed).
   std::atomic<uint64_t> handler_errors{0};
+  /// On shared loops: results and chunks handed to a connection from
+  /// another thread than its loop's (each a wake-up of that loop; a call
+  /// that stays on its loop makes none).
+  std::atomic<uint64_t> cross_loop_posts{0};
 };
 
 /// Call results arrive on actor threads and are posted to a connection's
@@ -54,18 +59,34 @@ struct post_gate {
 };
 
 struct front_state {
-  front_state(runtime& r, const node_settings& s)
+  /// `shared`: the loops of the actor system's loop scheduler, which the
+  /// front then runs on (no thread of its own); empty: the front runs its
+  /// own `ioc` on threads of its own.
+  front_state(runtime& r, const node_settings& s,
+              std::vector<boost::asio::io_context*> shared)
       : rt(r)
       , settings(s)
       , keys(s.auth, r.tiers())
       , access(s.access_log)
       , events(s.max_event_subscribers)
-      , accept_strand(boost::asio::make_strand(ioc))
+      , shared_loops(!shared.empty())
+      , loops(shared_loops ? std::move(shared)
+                           : std::vector<boost::asio::io_context*>{&ioc})
+      , accept_strand(boost::asio::make_strand(*loops.front()))
       , acceptor(accept_strand)
       , admin_acceptor(accept_strand)
       , accept_backoff(accept_strand)
-      , ping_timer(boost::asio::make_strand(ioc)) {
+      , ping_timer(boost::asio::make_strand(*loops.front())) {
     // nop
+  }
+
+  /// Where the next connection lives: the next loop in turn (its own
+  /// thread serialises it), or a strand of the front's own `ioc`.
+  boost::asio::any_io_executor next_connection_executor() {
+    if (!shared_loops)
+      return boost::asio::make_strand(ioc);
+    auto i = next_loop.fetch_add(1, std::memory_order_relaxed);
+    return loops[i % loops.size()]->get_executor();
   }
 
   runtime& rt;
@@ -116,7 +137,12 @@ struct front_state {
   /// Subscribes to every breaker, for /events.
   caf::actor event_relay;
 
+  /// The front's own loop, when it does not run on the actor system's.
   boost::asio::io_context ioc;
+  bool shared_loops = false;
+  /// The loops connections live on: the scheduler's, or `&ioc`.
+  std::vector<boost::asio::io_context*> loops;
+  std::atomic<size_t> next_loop{0};
   /// The acceptor and its back-off timer share one strand.
   boost::asio::strand<boost::asio::io_context::executor_type> accept_strand;
   boost::asio::ip::tcp::acceptor acceptor;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <exception>
+#include <future>
 #include <thread>
 
 #include <boost/asio/post.hpp>
@@ -17,6 +18,7 @@
 
 #include "sluice/actors/io_thread.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/breaker.hpp"
@@ -45,6 +47,9 @@ constexpr size_t max_admin_connections = 64;
 /// be written before the I/O threads stop.
 constexpr auto cutoff_flush_time = std::chrono::seconds{1};
 
+/// On shared loops, how long closing every connection may take at shutdown.
+constexpr auto loop_close_time = std::chrono::milliseconds{5000};
+
 /// The front's I/O threads hold call handles (governors): a connection
 /// destroyed there may drop an actor's last reference, and CAF then cleans
 /// the actor up on that thread. The front counts as running in the actor
@@ -59,10 +64,23 @@ struct front_hold {
   system_hold hold;
 };
 
+namespace {
+
+/// The loops of `rt`'s actor system, when it runs on the loop scheduler.
+std::vector<net::io_context*> shared_loops_of(runtime& rt) {
+  std::vector<net::io_context*> out;
+  if (auto* s = loop_scheduler::of(rt.system()))
+    for (size_t i = 0; i < s->loops(); ++i)
+      out.push_back(&s->loop(i));
+  return out;
+}
+
+} // namespace
+
 struct http_front::impl : front_hold, front_state {
   impl(runtime& rt, const node_settings& s)
       : front_hold(rt)
-      , front_state(rt, s) {
+      , front_state(rt, s, shared_loops_of(rt)) {
     // nop
   }
 };
@@ -138,7 +156,7 @@ void on_accept(front_state& f, bool admin, boost::system::error_code ec,
 
 void do_accept(front_state& f, bool admin) {
   acceptor_of(f, admin).async_accept(
-      net::make_strand(f.ioc),
+      f.next_connection_executor(),
       [&f, admin](boost::system::error_code ec, tcp::socket socket) {
         try {
           on_accept(f, admin, ec, std::move(socket));
@@ -152,6 +170,65 @@ void do_accept(front_state& f, bool admin) {
           accept_later(f);
         }
       });
+}
+
+/// Runs `fn` on `loop` and waits (up to `limit`) until it has run; false if
+/// it did not in time.
+template <class F>
+bool run_on(net::io_context& loop, F fn, std::chrono::milliseconds limit) {
+  auto done = std::make_shared<std::promise<void>>();
+  auto ran = done->get_future();
+  net::post(loop, [done, fn = std::move(fn)]() mutable {
+    fn();
+    done->set_value();
+  });
+  return ran.wait_for(limit) == std::future_status::ready;
+}
+
+/// On the shared loops, which keep running after the front: closes every
+/// connection, the timers and the acceptors on their loops, and waits until
+/// no handler of the front is left (the loops run each handler the closes
+/// abort, then a last no-op each). False if connections remain after
+/// `loop_close_time`.
+bool close_on_loops(front_state& f) {
+  auto until = std::chrono::steady_clock::now() + loop_close_time;
+  std::vector<std::shared_ptr<node::connection>> open;
+  {
+    std::lock_guard<std::mutex> guard{f.connections_mx};
+    for (auto& [id, entry] : f.connections)
+      if (auto c = entry.conn.lock())
+        open.push_back(std::move(c));
+  }
+  for (auto& c : open)
+    c->shut();
+  open.clear();
+  {
+    std::lock_guard<std::mutex> guard{f.pending_mx};
+    f.pending_connections.clear();
+  }
+  auto left = [] (auto until) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+  };
+  if (!run_on(*f.loops.front(),
+              [&f] {
+                boost::system::error_code ec;
+                f.acceptor.close(ec);
+                f.admin_acceptor.close(ec);
+                f.accept_backoff.cancel();
+                f.ping_timer.cancel();
+              },
+              left(until)))
+    return false;
+  while (f.open_connections > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  if (f.open_connections > 0)
+    return false;
+  // The aborted handlers (accepts, timers) queued before these no-ops.
+  for (auto* loop : f.loops)
+    if (!run_on(*loop, [] {}, left(until)))
+      return false;
+  return true;
 }
 
 void arm_ping(front_state& f) {
@@ -254,6 +331,8 @@ http_front::http_front(runtime& rt, const node_settings& settings,
       do_accept(*state, true);
   });
   net::post(impl_->ping_timer.get_executor(), [state] { arm_ping(*state); });
+  if (impl_->shared_loops)
+    return; // the actor system's loops run it
   for (size_t i = 0; i < std::max<size_t>(threads, 1); ++i)
     impl_->threads.emplace_back([state] {
       // The last line of defence: a handler that throws past its own catch
@@ -287,9 +366,12 @@ size_t http_front::in_flight() const noexcept {
 }
 
 size_t http_front::shutdown(duration grace) {
+  if (!impl_)
+    return 0; // left behind by a shutdown that could not finish
   auto& f = *impl_;
-  if (f.threads.empty())
+  if (f.threads.empty() && (!f.shared_loops || f.stopping))
     return 0;
+  assert_not_on_loop("http_front::shutdown (waits for the calls)");
   f.stopping = true;
   net::post(f.accept_strand, [&f] {
     boost::system::error_code ec;
@@ -333,6 +415,17 @@ size_t http_front::shutdown(duration grace) {
     // Results still on their way are dropped from here on.
     std::lock_guard<std::mutex> guard{f.gate->mx};
     f.gate->open = false;
+  }
+  if (f.shared_loops) {
+    if (!close_on_loops(f)) {
+      // Something still holds a connection or a handler of the front: the
+      // front's state must outlive it. Left behind, not freed under it.
+      logger().error("shutdown: {} connection(s) of the HTTP front did not "
+                     "close within {} ms; their state is left allocated",
+                     f.open_connections.load(), loop_close_time.count());
+      static_cast<void>(impl_.release());
+    }
+    return left;
   }
   f.ioc.stop();
   for (auto& t : f.threads)

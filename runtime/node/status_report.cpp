@@ -137,7 +137,10 @@ json status_json(front_state& front, json scopes) {
             {"accept_errors", k.accept_errors.load()},
             {"requests", k.requests_refused.load()},
             {"stream_clients_dropped", k.clients_dropped.load()},
-            {"handler_errors", k.handler_errors.load()}}}};
+            {"handler_errors", k.handler_errors.load()}}},
+          {"loops",
+           {{"count", front.shared_loops ? front.loops.size() : 0},
+            {"cross_loop_posts", k.cross_loop_posts.load()}}}};
 }
 
 std::string metrics_text(front_state& front) {

@@ -12,6 +12,7 @@
 #include <sys/time.h>
 
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_guard.hpp"
 #include "sluice/actors/system_hold.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 
@@ -176,6 +177,7 @@ bool redis_client::ensure_connected(result& r) {
 }
 
 redis_client::result redis_client::run(const std::vector<std::string>& argv) {
+  assert_not_on_loop("a Redis command (blocking hiredis)");
   // The socket timeout: the command timeout, or less if the deadline is
   // nearer. No answer within half a command timeout or more is a fault;
   // within less, the caller's deadline was too near to tell.

@@ -2,6 +2,7 @@
 // scheduler: routes, JSON errors with the right statuses, tool_busy with
 // Retry-After, and a client disconnect cancelling its call.
 
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/runtime/http_front.hpp"
 
 #include <chrono>
@@ -47,6 +48,7 @@ struct fixture {
 
   fixture() {
     add_error_category(caf_cfg);
+    use_loop_scheduler(caf_cfg, 1); // as sluice-node: on event loops
     sys = std::make_unique<caf::actor_system>(caf_cfg);
     runtime_config cfg;
     cfg.admission.session_cap = 1;

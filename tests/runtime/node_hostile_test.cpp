@@ -29,6 +29,7 @@
 #include "child_process.hpp"
 #include "fakes/script_upstream.hpp"
 #include "loopback_http.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
@@ -118,6 +119,7 @@ struct hostile_node {
          at = config.find('@', at + 1))
       config.replace(at, 1, upstream->url());
     add_error_category(caf_cfg);
+    use_loop_scheduler(caf_cfg, 2); // as sluice-node: on event loops
     sys = std::make_unique<caf::actor_system>(caf_cfg);
     auto cfg = parse_config(config, "hostile.toml");
     cfg.node.listen_host = "127.0.0.1";

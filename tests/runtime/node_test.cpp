@@ -22,6 +22,7 @@
 
 #include "fakes/tls_upstream.hpp"
 #include "loopback_http.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
@@ -147,6 +148,7 @@ struct node_fixture {
 
   node_fixture() {
     add_error_category(caf_cfg);
+    use_loop_scheduler(caf_cfg, 2); // as sluice-node: on event loops
     sys = std::make_unique<caf::actor_system>(caf_cfg);
     // What sluice-node does with a config file and `--listen 127.0.0.1:0`.
     auto cfg = parse_config(node_config(upstream), "node_test.toml");

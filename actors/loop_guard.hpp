@@ -1,0 +1,37 @@
+#pragma once
+
+// The rule that nothing blocks on an event loop (SPEC §9), as a check that
+// the blocking paths call first. Light on purpose (no CAF, no Asio): the
+// Redis client and the facade include it. Implemented with the loops
+// (loop_scheduler.cpp).
+
+
+
+namespace boost::asio {
+class io_context;
+} // namespace boost::asio
+
+namespace sluice {
+
+/// The loop the calling thread runs (of any `loop_scheduler`), or null.
+boost::asio::io_context* this_thread_loop() noexcept;
+
+/// True on a loop's thread (of any `loop_scheduler`).
+bool on_loop_thread() noexcept;
+
+/// Called by every path that blocks its thread (a `scoped_actor` receive, a
+/// Redis command, a thread join): on a loop's thread it would stall every
+/// connection and actor of that loop, or deadlock waiting for one of them.
+/// On a loop's thread it logs `what` (critical, rate-limited) and, in a
+/// debug or sanitizer build (`NDEBUG` unset, or `SLUICE_DEBUG_CHECKS`:
+/// every SLUICE_SANITIZE build), aborts. Elsewhere it does nothing.
+void assert_not_on_loop(const char* what) noexcept;
+
+/// How many times `assert_not_on_loop` caught a blocking call on a loop.
+unsigned long long blocking_calls_on_loops() noexcept;
+
+/// Tests only: whether a caught blocking call aborts a debug build (it
+/// does by default); the count and the log line stay.
+void abort_on_blocking_loop(bool abort) noexcept;
+
+} // namespace sluice

@@ -1,0 +1,199 @@
+// The node on event loops (SPEC §9, issue 14): a call stays on the loop its
+// connection lives on, HTTP sources own no thread, a blocking path on a
+// loop is caught, and the loops stop cleanly with calls and upstream
+// connections in flight. The rest of the node's suite (node_test,
+// node_hostile_test, http_front_test, ...) runs on the loops too.
+
+#include <chrono>
+#include <dirent.h>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/post.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sluice/actors/io_thread.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/messages/errors.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/http_front.hpp"
+#include "test_upstream.hpp"
+#include "loopback_http.hpp"
+
+using namespace sluice;
+using namespace sluice::testing;
+using namespace sluice::testing::loopback;
+using namespace std::chrono_literals;
+namespace http = boost::beast::http;
+using json = nlohmann::json;
+
+namespace {
+
+size_t thread_count() {
+  size_t n = 0;
+  if (auto* d = opendir("/proc/self/task")) {
+    while (auto* e = readdir(d))
+      if (e->d_name[0] != '.')
+        ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+std::string loops_config(const test_upstream& up, size_t loops) {
+  return "[node]\nloops = " + std::to_string(loops) +
+         "\nshutdown_grace_s = 1\n\n"
+         "[sources.up]\ntype = \"http\"\nbase_url = \"" +
+         up.url("/ok") +
+         "\"\n\n"
+         "[sources.slow]\ntype = \"http\"\nbase_url = \"" +
+         up.url("/slow") +
+         "\"\n\n"
+         "[routes.\"/v1/chat/completions\"]\nsources = [\"up\"]\n\n"
+         "[routes.\"/slow\"]\nsources = [\"slow\"]\n";
+}
+
+// A node as sluice-node builds it, on `loops` event loops, in front of
+// `up`.
+struct loop_node {
+  caf::actor_system_config caf_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<runtime> rt;
+  std::unique_ptr<http_front> front;
+
+  loop_node(const test_upstream& up, size_t loops) {
+    add_error_category(caf_cfg);
+    auto cfg = parse_config(loops_config(up, loops), "loops.toml");
+    REQUIRE(cfg.node.scheduler == "loops"); // the default
+    use_loop_scheduler(caf_cfg, cfg.node.loops);
+    sys = std::make_unique<caf::actor_system>(caf_cfg);
+    cfg.node.listen_host = "127.0.0.1";
+    cfg.node.listen_port = 0;
+    rt = std::make_unique<runtime>(*sys, cfg.runtime);
+    install(*rt, cfg);
+    front = std::make_unique<http_front>(*rt, cfg.node);
+  }
+
+  ~loop_node() {
+    if (front)
+      front->shutdown(1s);
+    front.reset();
+    rt.reset();
+    if (sys)
+      sys->await_actors_before_shutdown(false);
+  }
+
+  loop_scheduler& loops() { return *loop_scheduler::of(*sys); }
+
+  json status() {
+    auto r = exchange(front->port(), http::verb::get, "/status");
+    REQUIRE(r.status == 200);
+    return r.doc();
+  }
+};
+
+} // namespace
+
+TEST_CASE("a call through an HTTP source stays on its connection's loop") {
+  for (size_t n : {size_t{1}, size_t{2}}) {
+    CAPTURE(n);
+    test_upstream up;
+    loop_node node{up, n};
+    REQUIRE(node.loops().loops() == n);
+    // Fresh connections, one call each: they take the loops in turn.
+    for (int i = 0; i < 20; ++i) {
+      auto r = exchange(node.front->port(), http::verb::post,
+                        "/v1/chat/completions", "{}");
+      REQUIRE(r.status == 200);
+    }
+    auto st = node.status();
+    CHECK(st["loops"]["count"] == n);
+    // The front's connection, the governor, the source actor and the
+    // upstream connection all ran on the same loop: no result was handed
+    // to a connection from another thread.
+    CHECK(st["loops"]["cross_loop_posts"] == 0);
+    CHECK(up.requests == 20);
+  }
+}
+
+TEST_CASE("HTTP sources on the loops own no thread") {
+  test_upstream up;
+  caf::actor_system_config caf_cfg;
+  add_error_category(caf_cfg);
+  use_loop_scheduler(caf_cfg, 2);
+  caf::actor_system sys{caf_cfg};
+  sys.await_actors_before_shutdown(false);
+  {
+    runtime rt{sys, runtime_config{}};
+    auto before = thread_count();
+    std::vector<http_source> sources;
+    for (int i = 0; i < 1000; ++i) {
+      http_source_config cfg;
+      cfg.base_url = up.url("/ok");
+      sources.push_back(
+          rt.add_http_source("up" + std::to_string(i), cfg, {}));
+    }
+    // A call on a few of them: each builds its client on the loop it runs.
+    rt.add_route({"/a", "chat", {"up0"}, {}, {}});
+    rt.add_route({"/b", "chat", {"up999"}, {}, {}});
+    for (auto* route : {"/a", "/b"}) {
+      call_request req;
+      req.route = route;
+      req.payload = "{}";
+      auto res = rt.call(req).get();
+      CHECK(res.ok());
+    }
+    auto after = thread_count();
+    CAPTURE(before, after);
+    // Under CAF's scheduler each source would add a thread (1,000 more).
+    CHECK(after <= before + 2);
+  }
+}
+
+TEST_CASE("a blocking call on a loop's thread is caught") {
+  caf::actor_system_config caf_cfg;
+  use_loop_scheduler(caf_cfg, 1);
+  caf::actor_system sys{caf_cfg};
+  auto& loops = *loop_scheduler::of(sys);
+  abort_on_blocking_loop(false); // count it instead of aborting
+  auto before = blocking_calls_on_loops();
+  assert_not_on_loop("off the loops: fine");
+  CHECK(blocking_calls_on_loops() == before);
+  // A real blocking path, run on a loop: joining a thread.
+  std::promise<void> ran;
+  auto other = std::make_unique<upstream::io_thread>(sys, "loop guard test");
+  other->start();
+  boost::asio::post(loops.loop(0), [&] {
+    other->stop(); // blocks this loop until the other thread is joined
+    ran.set_value();
+  });
+  REQUIRE(ran.get_future().wait_for(10s) == std::future_status::ready);
+  CHECK(blocking_calls_on_loops() == before + 1);
+  abort_on_blocking_loop(true);
+}
+
+TEST_CASE("the loops stop with calls and upstream connections in flight") {
+  test_upstream up;
+  {
+    loop_node node{up, 2};
+    // Calls the upstream holds for 3 s; the node stops meanwhile.
+    std::vector<std::future<reply>> calls;
+    for (int i = 0; i < 8; ++i)
+      calls.push_back(std::async(std::launch::async, [&node] {
+        return exchange(node.front->port(), http::verb::post, "/slow", "{}");
+      }));
+    REQUIRE(eventually([&] { return up.requests == 8; }));
+    node.front->shutdown(0s);
+    for (auto& c : calls) {
+      auto r = c.get();
+      CHECK(r.status == 503); // answered shutting_down, not reset
+    }
+  } // the runtime, then the loops, go with calls' upstream exchanges open
+  // Every upstream connection was closed by the node, none left open.
+  CHECK(eventually([&] { return up.closed_by_client == 8; }));
+}
