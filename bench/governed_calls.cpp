@@ -2,7 +2,9 @@
 // spawn governor, admit (three tiers), select, attempt, record, release,
 // reply -- against zero-latency simulated sources.
 //
-//   [SLUICE_BENCH_SCHEDULER=sharing|stealing] [SLUICE_BENCH_THREADS=n]
+//   [SLUICE_BENCH_SCHEDULER=loops|sharing|stealing] [SLUICE_BENCH_THREADS=n]
+//   (loops: the event loops sluice-node runs on, SLUICE_BENCH_THREADS of
+//   them, default one per core)
 //   [SLUICE_BENCH_IN_FLIGHT=1000,10000,100000]
 //   governed_calls [calls_per_row] [max_in_flight] [parked] [repetitions]
 //                  (defaults 200000, 100000, max_in_flight and 3; small
@@ -34,6 +36,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/runtime.hpp"
 
@@ -130,12 +133,22 @@ int main(int argc, char** argv) {
   int reps = argc > 4 ? std::atoi(argv[4]) : 3;
   caf::actor_system_config caf_cfg;
   add_error_category(caf_cfg);
-  // Optional: SLUICE_BENCH_SCHEDULER=sharing|stealing (CAF's scheduler).
-  if (auto policy = std::getenv("SLUICE_BENCH_SCHEDULER"))
+  // Optional: SLUICE_BENCH_SCHEDULER=loops (the loop scheduler) or
+  // sharing|stealing (CAF's scheduler).
+  auto policy = std::getenv("SLUICE_BENCH_SCHEDULER");
+  auto threads_env = std::getenv("SLUICE_BENCH_THREADS");
+  if (policy != nullptr && std::string{policy} == "loops") {
+    use_loop_scheduler(caf_cfg, threads_env != nullptr
+                                    ? static_cast<size_t>(std::atol(threads_env))
+                                    : std::thread::hardware_concurrency());
+    policy = nullptr;
+    threads_env = nullptr;
+  }
+  if (policy != nullptr)
     caf_cfg.set("scheduler.policy", caf::atom_from_string(policy));
   // Optional: SLUICE_BENCH_THREADS=n CAF workers (CAF's default: at least 4;
   // sluice-node runs one per core).
-  if (auto threads = std::getenv("SLUICE_BENCH_THREADS"))
+  if (auto threads = threads_env)
     caf_cfg.set("scheduler.max-threads",
                 static_cast<size_t>(std::atol(threads)));
   caf::actor_system sys{caf_cfg};
