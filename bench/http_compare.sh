@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# The HTTP comparison of issue 6, in one run on loopback: a fixed-response
-# upstream (nginx), then wrk at the same connection counts against
+# The HTTP comparison of issues 6 and 14, in one run on loopback: a
+# fixed-response upstream (nginx), then wrk at the same connection counts
+# against
 #   (a) the upstream directly,
 #   (b) nginx proxy_pass to it,
 #   (c) HAProxy to it, with maxconn + queue timeout (its admission control),
-#   (d) sluice-node governing it (an http source).
-# Prints requests/s, p50 and p99 for each, and each rate's ratio to (b);
-# then the latency sluice-node adds over (a) at low load (1 connection).
+#   (d) Caddy reverse_proxy to it,
+#   (e) sluice-node governing it (an http source), in three variants, each
+#       its own process on its own port with its own config:
+#         sluice-node loops=2   node.scheduler = "loops", node.loops = 2
+#         sluice-node loops=1   node.scheduler = "loops", node.loops = 1
+#         sluice-node sharing   node.scheduler = "sharing" (the design before
+#                               issue 14: CAF workers + 2 HTTP front threads)
+# Prints requests/s, p50, p99, non-2xx answers and socket errors for each,
+# and each rate's ratio to (b); then, at low load (1 connection), p50 and
+# p99 of the upstream directly and of each sluice-node variant, and the
+# microseconds each variant adds over the upstream.
 #
 #   bench/http_compare.sh [seconds_per_run] [connections...]
 #                          (defaults: 5 s; 16 and 64 connections)
+#   SLUICE_BENCH_PORT=N    first port (default 18100; uses N .. N+12)
 #
-# Installs nginx-light, haproxy and wrk from Debian when missing; builds
-# sluice-node; uses only 127.0.0.1; stops every process it started.
+# Installs nginx-light, haproxy, wrk and caddy from Debian when missing
+# (without caddy its row is skipped); builds sluice-node; uses only
+# 127.0.0.1; stops every process it started, also on Ctrl-C. A target that
+# does not start, or dies during the run, gets a FAILED line (with the end
+# of its log) and "-" in its rows; the run goes on with the others.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-5}
@@ -20,31 +33,81 @@ shift || true
 conns=("$@")
 [ ${#conns[@]} -gt 0 ] || conns=(16 64)
 
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+apt_updated=0
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  if [ "$apt_updated" -eq 0 ]; then
+    "${sudo_cmd[@]}" apt-get update -qq
+    apt_updated=1
+  fi
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "$@"
+}
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
-if [ ${#need[@]} -gt 0 ]; then
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
+[ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+# Caddy is one row among several: without it the run goes on.
+if ! command -v caddy >/dev/null 2>&1 && ! [ -x /usr/bin/caddy ]; then
+  apt_install caddy ||
+    echo "http_compare: could not install caddy; its row is skipped" >&2
 fi
 PATH=$PATH:/usr/sbin
 SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
+node_bin=$root/build/examples/sluice-node
 
 work=$(mktemp -d)
 pids=()
 cleanup() {
+  local p _
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # Up to 5 s to stop (sluice-node drains in-flight calls), then KILL.
+  for _ in $(seq 50); do
+    local left=0
+    for p in "${pids[@]}"; do alive "$p" && left=1; done
+    [ "$left" -eq 1 ] || break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-up=18100 px=18101 hp=18102 sl=18103
-mkdir -p "$work/logs"
+# alive PID: the process runs (a child that exited is a zombie until waited
+# for, and kill -0 would still succeed on it).
+alive() {
+  local st
+  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+base=${SLUICE_BENCH_PORT:-18100}
+up=$base px=$((base + 1)) hp=$((base + 2)) cd=$((base + 3))
+# The sluice-node variants: name, port, the [node] lines of its config.
+variants=("loops=2" "loops=1" "sharing")
+variant_toml() {
+  case $1 in
+    loops=2) printf 'scheduler = "loops"\nloops = 2\n' ;;
+    loops=1) printf 'scheduler = "loops"\nloops = 1\n' ;;
+    sharing) printf 'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)\n' ;;
+  esac
+}
+all_ports=("$up" "$px" "$hp" "$cd")
+for i in "${!variants[@]}"; do all_ports+=($((base + 10 + i))); done
+for port in "${all_ports[@]}"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "http_compare: 127.0.0.1:$port is already in use (an earlier run" \
+      "still running?); stop it or set SLUICE_BENCH_PORT" >&2
+    exit 1
+  fi
+done
+
+mkdir -p "$work/logs" "$work/caddy"
 cat > "$work/upstream.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -104,10 +167,37 @@ backend be
   http-reuse always
   server up 127.0.0.1:$up maxconn 64
 CONF
-cat > "$work/sluice.toml" <<CONF
+# Caddy: no admin endpoint, no automatic HTTPS (http:// site, auto_https
+# off), no access log (none without a log directive in the site), its own
+# log at ERROR only; keep-alive to the upstream as nginx's (128 idle).
+cat > "$work/Caddyfile" <<CONF
+{
+	admin off
+	auto_https off
+	log {
+		output stderr
+		level ERROR
+	}
+}
+
+http://127.0.0.1:$cd {
+	bind 127.0.0.1
+	reverse_proxy 127.0.0.1:$up {
+		transport http {
+			keepalive 60s
+			keepalive_idle_conns 256
+			keepalive_idle_conns_per_host 128
+		}
+	}
+}
+CONF
+# sluice_conf FILE PORT VARIANT
+sluice_conf() {
+  cat > "$1" <<CONF
 [node]
-listen = "127.0.0.1:$sl"
-access_log = "off"            # as nginx and haproxy here
+listen = "127.0.0.1:$2"
+access_log = "off"            # as nginx, haproxy and caddy here
+$(variant_toml "$3")
 [admission]
 session_cap = 1024
 connection_cap = 1024
@@ -123,69 +213,173 @@ max_idle_connections = 256
 kind = "chat"
 sources = ["up"]
 CONF
-cat > "$work/post.lua" <<'LUA'
+}
+body='{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+cat > "$work/post.lua" <<LUA
 wrk.method = "POST"
-wrk.body = '{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+wrk.body = '$body'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 
-nginx -c "$work/upstream.conf" -p "$work" & pids+=($!)
-nginx -c "$work/proxy.conf" -p "$work" & pids+=($!)
-haproxy -f "$work/haproxy.cfg" -q & pids+=($!)
-"$root/build/examples/sluice-node" --config "$work/sluice.toml" \
-  > "$work/logs/sluice.out" 2>&1 & pids+=($!)
-for port in $up $px $hp $sl; do
+# The targets, in the order of the table. state: ok | down.
+names=() ports=() tpids=() tlogs=() state=()
+# start NAME PORT LOG COMMAND...
+start() {
+  local name=$1 port=$2 log=$3
+  shift 3
+  "$@" > "$log" 2>&1 &
+  pids+=($!)
+  names+=("$name") ports+=("$port") tpids+=($!) tlogs+=("$log") state+=(down)
+}
+# fail I WHY: a clear line, the end of its log; its rows show "-".
+fail() {
+  state[$1]=down
+  echo "http_compare: FAILED: ${names[$1]}: $2; its rows are skipped." \
+    "End of its log:"
+  tail -n 5 "${tlogs[$1]}" 2>/dev/null | sed 's/^/  | /'
+}
+# ready I: waits up to 10 s for target I to answer HTTP.
+ready() {
+  local i=$1 code=000 rc _
   for _ in $(seq 100); do
-    curl -s -o /dev/null -X POST -d '{}' "http://127.0.0.1:$port/v1/chat/completions" && break
+    if ! alive "${tpids[i]}"; then
+      rc=0
+      wait "${tpids[i]}" || rc=$?
+      fail "$i" "exited at start (status $rc)"
+      return 1
+    fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+      -H 'Content-Type: application/json' -d "$body" \
+      "http://127.0.0.1:${ports[i]}/v1/chat/completions" || true)
+    [ "$code" = 000 ] || break
     sleep 0.1
   done
-done
+  if [ "$code" = 000 ]; then
+    fail "$i" "not answering on 127.0.0.1:${ports[i]} after 10 s"
+    return 1
+  fi
+  case $code in
+    2??) ;;
+    *) echo "http_compare: WARNING: ${names[i]} answers HTTP $code to the" \
+         "test request (counted as non-2xx below)" ;;
+  esac
+  state[i]=ok
+}
 
-# run NAME PORT CONNECTIONS -> "rps p50_us p99_us non2xx"
+start upstream "$up" "$work/logs/upstream.out" \
+  nginx -c "$work/upstream.conf" -p "$work"
+px_i=${#names[@]}
+start nginx-proxy_pass "$px" "$work/logs/proxy.out" \
+  nginx -c "$work/proxy.conf" -p "$work"
+start haproxy-maxconn "$hp" "$work/logs/haproxy.out" \
+  haproxy -f "$work/haproxy.cfg" -q
+if command -v caddy >/dev/null 2>&1; then
+  start caddy-reverse_proxy "$cd" "$work/logs/caddy.out" \
+    env XDG_CONFIG_HOME="$work/caddy" XDG_DATA_HOME="$work/caddy" \
+    caddy run --config "$work/Caddyfile" --adapter caddyfile
+else
+  echo "http_compare: caddy not installed; its row is skipped"
+fi
+sluice_idx=()
+for i in "${!variants[@]}"; do
+  v=${variants[i]}
+  port=$((base + 10 + i))
+  conf="$work/sluice-${v/=/}.toml"
+  sluice_conf "$conf" "$port" "$v"
+  sluice_idx+=(${#names[@]})
+  start "sluice-node $v" "$port" "$work/logs/sluice-${v/=/}.out" \
+    "$node_bin" --config "$conf"
+done
+for i in "${!names[@]}"; do ready "$i" || true; done
+if [ "${state[0]}" != ok ]; then
+  echo "http_compare: the upstream did not start; nothing to measure" >&2
+  exit 1
+fi
+
+# run PORT CONNECTIONS THREADS -> "rps p50_us p99_us non2xx socket_errors",
+# empty when wrk printed no rate.
 run() {
   local out
-  out=$(wrk -t2 -c"$3" -d"${secs}s" --latency -s "$work/post.lua" \
-    "http://127.0.0.1:$2/v1/chat/completions" 2>&1)
-  awk -v name="$1" '
+  out=$(wrk -t"$3" -c"$2" -d"${secs}s" --latency -s "$work/post.lua" \
+    "http://127.0.0.1:$1/v1/chat/completions" 2>&1) || true
+  awk '
     function us(v) {
       if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000;
       if (v ~ /s$/) return v * 1000000; return v }
-    /Requests\/sec/ { rps = $2 }
+    /Requests\/sec/ { rps = $2; seen = 1 }
     /^ +50%/ { p50 = us($2) }
     /^ +99%/ { p99 = us($2) }
     /Non-2xx/ { bad = $5 }
-    END { printf "%s %.0f %.0f %.0f %d\n", name, rps, p50, p99, bad + 0 }
+    /Socket errors/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
+    END { if (seen) printf "%.0f %.0f %.0f %d %d\n", rps, p50, p99, bad + 0, err + 0 }
   ' <<<"$out"
+}
+# measure I CONNECTIONS THREADS: sets m_line to the line of run, or to ""
+# (with a FAILED line, the target marked down if it died) when the target
+# is down, died meanwhile or gave wrk no result. Not in $(...): the mark
+# must stay.
+m_line=
+measure() {
+  local i=$1
+  m_line=
+  [ "${state[i]}" = ok ] || return 0
+  m_line=$(run "${ports[i]}" "$2" "$3")
+  if ! alive "${tpids[i]}"; then
+    m_line=
+    fail "$i" "died during the run at $2 connection(s)"
+    return 0
+  fi
+  [ -n "$m_line" ] || echo "http_compare: FAILED: wrk got no result from" \
+    "${names[i]} at $2 connection(s)"
 }
 
 echo "http_compare: ${secs} s per run, wrk -t2, $(nproc) cores, $(date -u +%F)"
+echo "sluice-node variants: ${variants[*]} (ports $((base + 10))-$((base + 9 + ${#variants[@]})))"
 for c in "${conns[@]}"; do
   echo
   echo "connections: $c"
-  printf "%-24s %10s %10s %10s %8s %10s\n" target req/s p50_us p99_us non2xx vs_nginx
-  declare -A rps=()
   results=()
-  for t in "upstream:$up" "nginx-proxy_pass:$px" "haproxy-maxconn:$hp" \
-    "sluice-node:$sl"; do
-    line=$(run "${t%%:*}" "${t##*:}" "$c")
-    results+=("$line")
-    read -r name r _ <<<"$line"
-    rps[$name]=$r
+  for i in "${!names[@]}"; do
+    measure "$i" "$c" 2
+    results[i]=$m_line
   done
-  for line in "${results[@]}"; do
-    read -r name r p50 p99 bad <<<"$line"
-    ratio=$(awk -v a="$r" -v b="${rps[nginx-proxy_pass]}" \
-      'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-    printf "%-24s %10s %10s %10s %8s %10s\n" "$name" "$r" "$p50" "$p99" \
-      "$bad" "$ratio"
+  read -r nginx_rps _ <<<"${results[px_i]}"
+  printf "%-24s %10s %10s %10s %8s %8s %10s\n" target req/s p50_us p99_us \
+    non2xx sock_err vs_nginx
+  for i in "${!names[@]}"; do
+    if [ -z "${results[i]}" ]; then
+      printf "%-24s %10s %10s %10s %8s %8s %10s\n" "${names[i]}" - - - - - \
+        FAILED
+      continue
+    fi
+    read -r r p50 p99 bad err <<<"${results[i]}"
+    ratio=$(awk -v a="$r" -v b="${nginx_rps:-0}" \
+      'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }')
+    printf "%-24s %10s %10s %10s %8s %8s %10s\n" "${names[i]}" "$r" "$p50" \
+      "$p99" "$bad" "$err" "$ratio"
   done
-  unset rps
 done
 
 echo
-echo "low load (1 connection): latency added over the upstream, p50"
-direct=$(wrk -t1 -c1 -d"${secs}s" --latency -s "$work/post.lua" \
-  "http://127.0.0.1:$up/v1/chat/completions" | awk '/^ +50%/ {print $2}')
-governed=$(wrk -t1 -c1 -d"${secs}s" --latency -s "$work/post.lua" \
-  "http://127.0.0.1:$sl/v1/chat/completions" | awk '/^ +50%/ {print $2}')
-echo "upstream p50 $direct, sluice-node p50 $governed"
+echo "low load (1 connection, wrk -t1): latency, and what sluice-node adds over the upstream"
+printf "%-24s %10s %10s %12s %12s\n" target p50_us p99_us added_p50_us \
+  added_p99_us
+measure 0 1 1
+direct=$m_line
+if [ -z "$direct" ]; then
+  echo "http_compare: FAILED: no low-load result from the upstream" >&2
+  exit 1
+fi
+read -r _ d50 d99 _ <<<"$direct"
+printf "%-24s %10s %10s %12s %12s\n" upstream "$d50" "$d99" - -
+for i in "${sluice_idx[@]}"; do
+  measure "$i" 1 1
+  line=$m_line
+  if [ -z "$line" ]; then
+    printf "%-24s %10s %10s %12s %12s\n" "${names[i]}" - - - FAILED
+    continue
+  fi
+  read -r _ p50 p99 _ <<<"$line"
+  printf "%-24s %10s %10s %12s %12s\n" "${names[i]}" "$p50" "$p99" \
+    $((p50 - d50)) $((p99 - d99))
+done

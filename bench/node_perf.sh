@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# What one request costs sluice-node: starts the fixed-response upstream
+# (nginx, as bench/http_compare.sh) and ONE sluice-node variant governing
+# it, then runs wrk against the node while `perf stat -e
+# task-clock,context-switches,cpu-migrations -p PID` counts on the node for
+# the same time (perf runs wrk as its workload, so both windows are one).
+# Prints the requests wrk completed, the node's threads, and per request:
+# the node's CPU µs (task-clock / requests) and its context switches.
+#
+#   bench/node_perf.sh VARIANT [seconds] [connections]
+#     VARIANT      loops=1 | loops=2  (node.scheduler = "loops", node.loops)
+#                  sharing            (node.scheduler = "sharing": CAF
+#                                      workers + 2 HTTP front threads)
+#     seconds      of the measured run (default 5; a 1 s warm-up before it)
+#     connections  wrk's (default 16; wrk -t2)
+#   SLUICE_BENCH_PORT=N  first port (default 18200; uses N and N+1)
+#
+# Needs perf (Debian linux-perf, installed when missing) allowed to count
+# on another process: exits non-zero, saying how to allow it, when not.
+# Installs nginx-light and wrk when missing; builds sluice-node; uses only
+# 127.0.0.1; stops every process it started, also on Ctrl-C.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+usage() {
+  echo "usage: $0 loops=1|loops=2|sharing [seconds] [connections]" >&2
+  exit 2
+}
+[ $# -ge 1 ] || usage
+variant=$1
+secs=${2:-5}
+conns=${3:-16}
+case $variant in
+  loops=2) node_toml=$'scheduler = "loops"\nloops = 2' ;;
+  loops=1) node_toml=$'scheduler = "loops"\nloops = 1' ;;
+  sharing) node_toml=$'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)' ;;
+  *) usage ;;
+esac
+
+need=()
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+PATH=$PATH:/usr/sbin
+
+work=$(mktemp -d)
+pids=()
+# alive PID: the process runs (an exited child stays a zombie until waited
+# for, and kill -0 would still succeed on it).
+alive() {
+  local st
+  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+cleanup() {
+  local p _
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 50); do
+    local left=0
+    for p in "${pids[@]}"; do alive "$p" && left=1; done
+    [ "$left" -eq 1 ] || break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# perf must be allowed to count on another process: try it on a sleep.
+sleep 10 &
+check_pid=$!
+pids+=("$check_pid")
+perf_ok=1
+perf stat -e task-clock,context-switches,cpu-migrations -p "$check_pid" \
+  -o "$work/perf-check.txt" -- sleep 0.2 > /dev/null \
+  2> "$work/perf-check.err" || perf_ok=0
+kill "$check_pid" 2>/dev/null || true
+if [ "$perf_ok" -eq 0 ]; then
+  paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo "?")
+  {
+    echo "node_perf: perf may not count on another process here" \
+      "(kernel.perf_event_paranoid = $paranoid, uid $(id -u)). perf said:"
+    sed 's/^/  | /' "$work/perf-check.err" | head -n 8
+    echo "To allow it (until reboot):"
+    echo "  sudo sysctl -w kernel.perf_event_paranoid=1"
+    echo "or run this script as root. In a container, perf_event_open also"
+    echo "needs CAP_PERFMON (or CAP_SYS_ADMIN) and a seccomp profile that"
+    echo "allows it, e.g. docker run --cap-add PERFMON ... (or --privileged)."
+  } >&2
+  exit 1
+fi
+
+SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
+node_bin=$root/build/examples/sluice-node
+
+base=${SLUICE_BENCH_PORT:-18200}
+up=$base sl=$((base + 1))
+for port in "$up" "$sl"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "node_perf: 127.0.0.1:$port is already in use (an earlier run" \
+      "still running?); stop it or set SLUICE_BENCH_PORT" >&2
+    exit 1
+  fi
+done
+
+mkdir -p "$work/logs"
+cat > "$work/upstream.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/upstream.pid;
+error_log $work/logs/upstream.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work; proxy_temp_path $work;
+  fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
+  server {
+    listen 127.0.0.1:$up;
+    keepalive_requests 1000000;
+    location / {
+      default_type application/json;
+      return 200 '{"id":"fixed","object":"chat.completion","choices":[]}';
+    }
+  }
+}
+CONF
+cat > "$work/sluice.toml" <<CONF
+[node]
+listen = "127.0.0.1:$sl"
+access_log = "off"            # as nginx here
+$node_toml
+[admission]
+session_cap = 1024
+connection_cap = 1024
+global_cap = 4096
+[sources.up]
+type = "http"
+base_url = "http://127.0.0.1:$up"
+max_idle_connections = 256
+  [sources.up.aimd]
+  initial = 256
+  max = 1024
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["up"]
+CONF
+body='{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+cat > "$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '$body'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+
+nginx -c "$work/upstream.conf" -p "$work" > "$work/logs/upstream.out" 2>&1 &
+up_pid=$!
+pids+=("$up_pid")
+"$node_bin" --config "$work/sluice.toml" > "$work/logs/sluice.out" 2>&1 &
+node_pid=$!
+pids+=("$node_pid")
+
+# ready NAME PID PORT LOG: waits up to 10 s for an HTTP answer; exits with
+# a clear line (and the end of the log) when the process ends or is silent.
+ready() {
+  local code=000 rc _
+  for _ in $(seq 100); do
+    if ! alive "$2"; then
+      rc=0
+      wait "$2" || rc=$?
+      echo "node_perf: FAILED: $1 exited at start (status $rc). End of" \
+        "its log:" >&2
+      tail -n 5 "$4" | sed 's/^/  | /' >&2
+      exit 1
+    fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+      -H 'Content-Type: application/json' -d "$body" \
+      "http://127.0.0.1:$3/v1/chat/completions" || true)
+    [ "$code" = 000 ] || break
+    sleep 0.1
+  done
+  if [ "$code" = 000 ]; then
+    echo "node_perf: FAILED: $1 not answering on 127.0.0.1:$3 after 10 s." \
+      "End of its log:" >&2
+    tail -n 5 "$4" | sed 's/^/  | /' >&2
+    exit 1
+  fi
+  case $code in
+    2??) ;;
+    *) echo "node_perf: WARNING: $1 answers HTTP $code to the test request" ;;
+  esac
+}
+ready upstream "$up_pid" "$up" "$work/logs/upstream.out"
+ready "sluice-node $variant" "$node_pid" "$sl" "$work/logs/sluice.out"
+
+url="http://127.0.0.1:$sl/v1/chat/completions"
+# Warm-up: the node's connections to the upstream and every thread it
+# starts lazily exist before perf attaches (perf -p counts the threads
+# that exist when it attaches).
+wrk -t2 -c"$conns" -d1s -s "$work/post.lua" "$url" > /dev/null 2>&1 || true
+if ! alive "$node_pid"; then
+  echo "node_perf: FAILED: sluice-node $variant died during the warm-up." \
+    "End of its log:" >&2
+  tail -n 5 "$work/logs/sluice.out" | sed 's/^/  | /' >&2
+  exit 1
+fi
+threads_before=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
+
+rc=0
+perf stat -x, -o "$work/perf.csv" \
+  -e task-clock,context-switches,cpu-migrations -p "$node_pid" -- \
+  wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$work/post.lua" "$url" \
+  > "$work/wrk.out" 2>&1 || rc=$?
+if ! alive "$node_pid"; then
+  echo "node_perf: FAILED: sluice-node $variant died during the run." \
+    "End of its log:" >&2
+  tail -n 5 "$work/logs/sluice.out" | sed 's/^/  | /' >&2
+  exit 1
+fi
+threads_after=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
+if [ "$rc" -ne 0 ]; then
+  echo "node_perf: FAILED: perf stat / wrk exited with status $rc:" >&2
+  sed 's/^/  | /' "$work/wrk.out" "$work/perf.csv" | tail -n 12 >&2
+  exit 1
+fi
+
+read -r requests rps p50 p99 bad err < <(awk '
+  function us(v) {
+    if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000;
+    if (v ~ /s$/) return v * 1000000; return v }
+  / requests in / { n = $1 }
+  /Requests\/sec/ { rps = $2 }
+  /^ +50%/ { p50 = us($2) }
+  /^ +99%/ { p99 = us($2) }
+  /Non-2xx/ { bad = $5 }
+  /Socket errors/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
+  END { printf "%d %.0f %.0f %.0f %d %d\n", n, rps, p50, p99, bad + 0, err + 0 }
+' "$work/wrk.out")
+# perf -x, lines: value,unit,event,run time,percentage,...; the value is
+# "<not counted>" or "<not supported>" when it could not count.
+read -r task_ms cs mig < <(awk -F, '
+  $3 ~ /^task-clock/ { t = $1 }
+  $3 ~ /^context-switches/ { c = $1 }
+  $3 ~ /^cpu-migrations/ { m = $1 }
+  END { printf "%s %s %s\n", (t == "" ? "?" : t), (c == "" ? "?" : c), (m == "" ? "?" : m) }
+' "$work/perf.csv")
+for v in "$task_ms" "$cs" "$mig"; do
+  if ! [[ $v =~ ^[0-9.]+$ ]]; then
+    echo "node_perf: FAILED: perf did not count (task-clock $task_ms," \
+      "context-switches $cs, cpu-migrations $mig). Its output:" >&2
+    sed 's/^/  | /' "$work/perf.csv" >&2
+    exit 1
+  fi
+done
+if [ "$requests" -le 0 ]; then
+  echo "node_perf: FAILED: wrk completed no request. Its output:" >&2
+  sed 's/^/  | /' "$work/wrk.out" >&2
+  exit 1
+fi
+
+echo "node_perf: sluice-node $variant, wrk -t2 -c$conns -d${secs}s," \
+  "$(nproc) cores, $(date -u +%F)"
+if [ "$threads_before" -eq "$threads_after" ]; then
+  echo "sluice-node threads: $threads_after"
+else
+  echo "sluice-node threads: $threads_before when perf attached," \
+    "$threads_after after (perf counted only the first $threads_before)"
+fi
+echo "requests: $requests ($rps req/s, p50 $p50 us, p99 $p99 us," \
+  "non-2xx $bad, socket errors $err)"
+awk -v t="$task_ms" -v c="$cs" -v m="$mig" -v n="$requests" -v s="$secs" '
+  BEGIN {
+    printf "node totals: task-clock %.1f ms (%.2f CPUs), context switches %d, cpu-migrations %d\n",
+      t, t / (s * 1000), c, m
+    printf "per request: CPU %.1f us, context switches %.2f, cpu-migrations %.4f\n",
+      t * 1000 / n, c / n, m / n
+  }'
