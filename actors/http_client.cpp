@@ -339,6 +339,8 @@ private:
     expire_at(ex, setup_deadline(timeouts_, time_.now(), ex->deadline));
     ex->stream->async_handshake(
         guarded(ex, "handshake", [this, ex](beast::error_code ec) {
+          if (!ex->done)
+            return; // cancelled, or the client closed: no failure to count
           ec = step_result(*ex, ec);
           if (!ec) {
             ++stats_->tls_handshakes;
@@ -555,14 +557,26 @@ private:
 
 http_client::http_client(boost::asio::io_context& loop, io_time& time,
                          const http_source_config& cfg,
-                         std::shared_ptr<http_source_stats> stats)
-    : engine_(std::make_shared<engine>(loop, time, cfg, std::move(stats))) {
+                         std::shared_ptr<http_source_stats> stats,
+                         std::shared_ptr<loop_life> life)
+    : engine_(std::make_shared<engine>(loop, time, cfg, std::move(stats)))
+    , life_(std::move(life)) {
   // nop
 }
 
 http_client::~http_client() {
   try {
-    engine_->close();
+    if (!life_) {
+      engine_->close();
+      return;
+    }
+    std::lock_guard<std::mutex> guard{life_->mx};
+    if (life_->alive) {
+      engine_->close();
+      return;
+    }
+    // The loop is gone: its sockets cannot be closed any more, nor freed.
+    static_cast<void>(new std::shared_ptr<engine>(std::move(engine_)));
   } catch (...) {
     // No memory for the post: the exchanges end with their handlers, when
     // the loop stops.

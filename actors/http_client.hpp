@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "sluice/actors/http_source.hpp"
+#include "sluice/actors/loop_guard.hpp"
 #include "sluice/messages/call.hpp"
 
 namespace boost::asio {
@@ -36,9 +37,15 @@ public:
   /// from and set on `time`; both must outlive it. `cfg` is validated
   /// (`validate`). Throws when the I/O machinery cannot be built (no file
   /// descriptors).
+  ///
+  /// `life`: the loop's token when it may be destroyed before the client
+  /// (the loop scheduler's); the client then posts its close only while the
+  /// loop lives, and otherwise leaves its engine allocated (its sockets
+  /// belong to the dead loop).
   http_client(boost::asio::io_context& loop, io_time& time,
               const http_source_config& cfg,
-              std::shared_ptr<http_source_stats> stats);
+              std::shared_ptr<http_source_stats> stats,
+              std::shared_ptr<loop_life> life = nullptr);
 
   /// From any thread, while `loop` runs or after it stopped: the attempts
   /// in flight end unanswered and the pool closes, on the loop. What the
@@ -61,6 +68,7 @@ public:
 private:
   class engine;
   std::shared_ptr<engine> engine_;
+  std::shared_ptr<loop_life> life_;
 };
 
 } // namespace sluice::upstream

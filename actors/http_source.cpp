@@ -180,7 +180,7 @@ struct http_source_state {
   size_t current_lane() const noexcept {
     if (!loops)
       return 0;
-    auto i = loop_scheduler::current_index();
+    auto i = loops->current_index();
     return i < per_loop.size() ? i : 0; // not on a loop: the first one
   }
 
@@ -200,7 +200,8 @@ struct http_source_state {
       if (!c) {
         try {
           c = std::make_unique<upstream::http_client>(
-              loops->loop(lane), upstream::real_io_time(), cfg, stats);
+              loops->loop(lane), upstream::real_io_time(), cfg, stats,
+              loops->life(lane));
         } catch (const std::exception& e) {
           static log_limit lim;
           log_limited(lim, spdlog::level::err,

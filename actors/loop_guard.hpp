@@ -7,11 +7,21 @@
 
 
 
+#include <mutex>
+
 namespace boost::asio {
 class io_context;
 } // namespace boost::asio
 
 namespace sluice {
+
+/// Whether a loop's io_context still exists; for what may be destroyed after
+/// the loops (an HTTP client dropped late): it posts under `mx` only while
+/// `alive`, and the loop clears `alive` under `mx` before it goes.
+struct loop_life {
+  std::mutex mx;
+  bool alive = true;
+};
 
 /// The loop the calling thread runs (of any `loop_scheduler`), or null.
 boost::asio::io_context* this_thread_loop() noexcept;

@@ -23,50 +23,79 @@ namespace net = boost::asio;
 
 class loop_scheduler::unit final : public caf::execution_unit {
 public:
-  unit(caf::actor_system& sys, size_t max_throughput)
+  unit(caf::actor_system& sys, const loop_scheduler* owner,
+       size_t max_throughput)
       : caf::execution_unit(&sys)
+      , owner(owner)
       , max_throughput_(max_throughput)
       , work_(net::make_work_guard(ioc_)) {
     // nop
   }
 
-  ~unit() override { release_queued(); }
+  ~unit() override {
+    release_queued();
+    // Whoever posts to this loop through its life token (an HTTP client
+    // dropped late) finds it gone from here on.
+    std::lock_guard<std::mutex> guard{life_->mx};
+    life_->alive = false;
+  }
 
   net::io_context& loop() noexcept { return ioc_; }
+
+  const std::shared_ptr<loop_life>& life() const noexcept { return life_; }
 
   /// Runs `job` on this loop, later. Jobs wait in the unit's own queue, not
   /// as Asio handlers: at the scheduler's stop they are released while
   /// every loop still exists (`release_queued`). One handler drains the
   /// queue, posted when the queue stops being empty.
+  ///
+  /// CAF calls this with the job already marked scheduled: it must land in
+  /// a queue. Should the queue not grow (no memory), the job is released
+  /// as at a stop (that actor ends) rather than left scheduled nowhere;
+  /// should the wake-up post fail, the job waits for the next one.
   void exec_later(caf::resumable* job) override {
     bool wake = false;
     {
       std::lock_guard<std::mutex> guard{mx_};
-      if (stopped_) {
-        // The loops are gone: as CAF does with a job left at its stop.
-        wake = true;
-      } else {
-        jobs_.push_back(job);
-        wake = !drain_posted_;
-        drain_posted_ = true;
-        job = nullptr;
+      if (!stopped_) {
+        try {
+          jobs_.push_back(job);
+          job = nullptr;
+          wake = !drain_posted_;
+          drain_posted_ = true;
+        } catch (...) {
+          // released below
+        }
       }
     }
     if (job != nullptr) {
+      // The loops are stopped (as CAF does with a job left at its stop),
+      // or there was no memory to queue it.
       caf::scheduler::abstract_coordinator::cleanup_and_release(job);
       return;
     }
-    if (wake)
-      net::post(ioc_, [this] { drain(); });
+    if (wake) {
+      try {
+        net::post(ioc_, [this] { drain(); });
+      } catch (...) {
+        std::lock_guard<std::mutex> guard{mx_};
+        drain_posted_ = false; // the next job posts again
+      }
+    }
   }
 
   void start() {
     thread_ = std::thread{[this] {
       current_ = this;
       system().thread_started();
-      upstream::run_until_stopped(ioc_, [](const char*) {
+      upstream::run_until_stopped(ioc_, [](const char* what) {
         // An actor's exception is CAF's to handle inside `resume`; this is
-        // a handler of ours that threw: the loop keeps running.
+        // a handler of ours that threw past its own guard: the loop keeps
+        // running.
+        static log_limit lim;
+        log_limited(lim, spdlog::level::err,
+                    "an event loop's handler threw: {}",
+                    what != nullptr ? what : "an unknown exception");
       });
       system().thread_terminates();
       current_ = nullptr;
@@ -101,22 +130,31 @@ public:
     stopped_ = true;
   }
 
-  static unit* current() noexcept { return current_; }
+  /// The unit of the calling thread, if it is one of `owner`'s.
+  static unit* current(const loop_scheduler* of) noexcept {
+    return current_ != nullptr && current_->owner == of ? current_ : nullptr;
+  }
 
+  /// The unit of the calling thread, of any loop scheduler.
+  static unit* any_current() noexcept { return current_; }
+
+  const loop_scheduler* owner;
   size_t index = 0;
 
 private:
   // Runs what is queued now; jobs queued meanwhile wait for the next drain,
   // so sockets' handlers get their turn between batches.
   void drain() {
-    std::vector<caf::resumable*> batch;
     {
       std::lock_guard<std::mutex> guard{mx_};
-      batch.swap(jobs_);
+      batch_.swap(jobs_);
       drain_posted_ = false;
     }
-    for (auto* job : batch)
+    // `resume` does not throw (CAF handles an actor's exceptions) and the
+    // re-queue of `resume_later` does not either (`exec_later`).
+    for (auto* job : batch_)
       run(job);
+    batch_.clear(); // keeps its capacity: the next swap allocates nothing
   }
 
   // As CAF's worker does with a job's answer.
@@ -141,7 +179,9 @@ private:
   std::thread thread_;
   std::mutex mx_;
   std::vector<caf::resumable*> jobs_;
+  std::vector<caf::resumable*> batch_;
   bool drain_posted_ = false;
+  std::shared_ptr<loop_life> life_ = std::make_shared<loop_life>();
   bool stopped_ = false;
 };
 
@@ -152,16 +192,23 @@ loop_scheduler::loop_scheduler(caf::actor_system& sys, size_t loops)
   // nop
 }
 
-loop_scheduler::~loop_scheduler() = default;
+loop_scheduler::~loop_scheduler() {
+  units_.clear(); // the loops' own handlers go with their io_contexts
+}
 
 void loop_scheduler::init(caf::actor_system_config& cfg) {
   super::init(cfg);
   num_workers_ = loop_count_;
+  // CAF's default lets an actor empty its whole mailbox per turn; on a loop
+  // a busy shared actor would then hold the thread, and every connection
+  // and socket of that loop, for as long as others feed it.
+  if (max_throughput_ == std::numeric_limits<size_t>::max())
+    max_throughput_ = default_loop_throughput;
 }
 
 void loop_scheduler::start() {
   for (size_t i = 0; i < loop_count_; ++i) {
-    units_.push_back(std::make_unique<unit>(system(), max_throughput_));
+    units_.push_back(std::make_unique<unit>(system(), this, max_throughput_));
     units_.back()->index = i;
   }
   for (auto& u : units_)
@@ -191,7 +238,8 @@ void loop_scheduler::stop() {
   closed_ = true; // a job enqueued from here on is released at once
   for (auto& u : units_)
     u->close();
-  units_.clear(); // the loops' own handlers go with their io_contexts
+  // The units (and their io_contexts) stay until the destructor: threads
+  // CAF has not joined yet (detached actors) may still enqueue meanwhile.
 }
 
 void loop_scheduler::enqueue(caf::resumable* job) {
@@ -199,7 +247,7 @@ void loop_scheduler::enqueue(caf::resumable* job) {
     cleanup_and_release(job);
     return;
   }
-  if (auto* u = unit::current()) {
+  if (auto* u = unit::current(this)) {
     u->exec_later(job);
     return;
   }
@@ -212,13 +260,17 @@ net::io_context& loop_scheduler::loop(size_t i) {
 }
 
 net::io_context* loop_scheduler::current_loop() noexcept {
-  auto* u = unit::current();
+  auto* u = unit::any_current();
   return u != nullptr ? &u->loop() : nullptr;
 }
 
-size_t loop_scheduler::current_index() noexcept {
-  auto* u = unit::current();
+size_t loop_scheduler::current_index() const noexcept {
+  auto* u = unit::current(this);
   return u != nullptr ? u->index : std::numeric_limits<size_t>::max();
+}
+
+const std::shared_ptr<loop_life>& loop_scheduler::life(size_t i) const {
+  return units_.at(i)->life();
 }
 
 loop_scheduler* loop_scheduler::of(caf::actor_system& sys) noexcept {

@@ -31,6 +31,10 @@
 
 namespace sluice {
 
+/// A loop's jobs per turn of one actor when `scheduler.max-throughput` is
+/// not set (CAF's default, unbounded, would let one busy actor hold a loop).
+constexpr size_t default_loop_throughput = 300;
+
 class loop_scheduler : public caf::scheduler::abstract_coordinator {
 public:
   using super = caf::scheduler::abstract_coordinator;
@@ -60,12 +64,17 @@ public:
   /// Loop `i`'s io_context, for the sockets that live on it.
   boost::asio::io_context& loop(size_t i);
 
-  /// The loop the calling thread runs, or nothing for any other thread.
+  /// The loop the calling thread runs (of any loop scheduler), or nothing
+  /// for any other thread.
   static boost::asio::io_context* current_loop() noexcept;
 
-  /// The index of the loop the calling thread runs (SIZE_MAX on any other
-  /// thread).
-  static size_t current_index() noexcept;
+  /// The index of the calling thread's loop, if it is one of these (else
+  /// SIZE_MAX).
+  size_t current_index() const noexcept;
+
+  /// Loop `i`'s life token: posting to it under the token's lock never
+  /// reaches a destroyed io_context.
+  const std::shared_ptr<loop_life>& life(size_t i) const;
 
   /// The loop scheduler of `sys`, or null when it runs another scheduler.
   static loop_scheduler* of(caf::actor_system& sys) noexcept;

@@ -71,8 +71,8 @@ struct runtime::actor_health {
 
 namespace {
 
-/// On the loop scheduler: how long the destructor waits for each built-in
-/// source to stop.
+/// On the loop scheduler: how long the destructor waits for its built-in
+/// sources to stop (all of them).
 constexpr auto source_stop_wait = std::chrono::milliseconds{5000};
 
 // Runs `f`; turns its `std::invalid_argument("field: problem")` into a
@@ -198,20 +198,29 @@ runtime::~runtime() {
     stop(cluster_);
   if (relay_)
     stop(relay_);
+  guard.unlock(); // a loop's handler may take the lock while we wait
   // On the loop scheduler, a built-in source's connections live on the
-  // loops: wait until each source is gone (it closes them on its way out),
-  // so none is left for the loops' own destruction. Not on a loop's thread
-  // (it would wait for itself), and never under CAF's testing scheduler.
-  if (loop_scheduler::of(sys_) != nullptr && !on_loop_thread() &&
-      !ours.empty()) {
+  // loops: wait until each source has stopped (on its way out it posts the
+  // close of its clients to their loops, which still run), so they do not
+  // wait for the loops' own destruction. Not on a loop's thread (it would
+  // wait for itself), and never under CAF's testing scheduler.
+  if (loop_scheduler::of(sys_) != nullptr && !ours.empty()) {
+    assert_not_on_loop("~runtime (waits for its sources to stop)");
+    if (on_loop_thread())
+      return;
     try {
       caf::scoped_actor self{sys_};
       for (auto& a : ours)
         self->monitor(a);
+      auto until = std::chrono::steady_clock::now() + source_stop_wait;
       for (size_t down = 0; down < ours.size(); ++down) {
         bool late = false;
-        self->receive([](const caf::down_msg&) {},
-                      caf::after(source_stop_wait) >> [&late] { late = true; });
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        self->receive(
+            [](const caf::down_msg&) {},
+            caf::after(std::max(left, std::chrono::milliseconds{1})) >>
+                [&late] { late = true; });
         if (late) {
           logger().warn("runtime: {} built-in source(s) did not stop within "
                         "{} ms",

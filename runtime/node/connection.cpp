@@ -79,9 +79,10 @@ connection::~connection() {
     std::lock_guard<std::mutex> guard{front_.connections_mx};
     front_.connections.erase(id_);
   }
-  --front_.open_connections;
   if (admin_)
     --front_.admin_connections;
+  // Last: at a shutdown on shared loops, 0 open lets the front go.
+  --front_.open_connections;
 }
 
 void connection::start() {
@@ -465,9 +466,9 @@ void connection::forget_pending() {
 // -------------------------------------------------------------------
 
 void connection::shut() {
-  // The aborted read (or disconnect watch) takes the usual path of a client
-  // gone: its call is cancelled, the counters move back.
   net::post(stream_.get_executor(), [self = shared_from_this()] {
+    if (self->pending_)
+      self->call_.cancel(); // the governor ends; permits come back
     beast::error_code ignored;
     self->stream_.socket().close(ignored);
   });

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <exception>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include <boost/asio/post.hpp>
@@ -47,8 +48,10 @@ constexpr size_t max_admin_connections = 64;
 /// be written before the I/O threads stop.
 constexpr auto cutoff_flush_time = std::chrono::seconds{1};
 
-/// On shared loops, how long closing every connection may take at shutdown.
+/// On shared loops, how long closing every connection may take at shutdown,
+/// and then each loop's last no-op.
 constexpr auto loop_close_time = std::chrono::milliseconds{5000};
+constexpr auto loop_barrier_time = std::chrono::milliseconds{1000};
 
 /// The front's I/O threads hold call handles (governors): a connection
 /// destroyed there may drop an actor's last reference, and CAF then cleans
@@ -57,11 +60,10 @@ constexpr auto loop_close_time = std::chrono::milliseconds{5000};
 /// and every handler and connection it held -- is gone: a base before
 /// `front_state`, so released after it.
 struct front_hold {
-  explicit front_hold(runtime& rt)
-      : hold(rt.system()) {
-    // nop
-  }
-  system_hold hold;
+  explicit front_hold(runtime& rt) { hold.emplace(rt.system()); }
+  /// Reset when a shutdown leaves the front's state allocated (below): the
+  /// system must not wait for what will never be freed.
+  std::optional<system_hold> hold;
 };
 
 namespace {
@@ -226,7 +228,7 @@ bool close_on_loops(front_state& f) {
     return false;
   // The aborted handlers (accepts, timers) queued before these no-ops.
   for (auto* loop : f.loops)
-    if (!run_on(*loop, [] {}, left(until)))
+    if (!run_on(*loop, [] {}, loop_barrier_time))
       return false;
   return true;
 }
@@ -350,19 +352,21 @@ http_front::~http_front() {
 }
 
 uint16_t http_front::port() const noexcept {
+  if (!impl_)
+    return 0;
   boost::system::error_code ec;
   return impl_->acceptor.local_endpoint(ec).port();
 }
 
 uint16_t http_front::admin_port() const noexcept {
   boost::system::error_code ec;
-  if (!impl_->admin_acceptor.is_open())
+  if (!impl_ || !impl_->admin_acceptor.is_open())
     return 0;
   return impl_->admin_acceptor.local_endpoint(ec).port();
 }
 
 size_t http_front::in_flight() const noexcept {
-  return impl_->in_flight;
+  return impl_ ? impl_->in_flight.load() : 0;
 }
 
 size_t http_front::shutdown(duration grace) {
@@ -423,6 +427,7 @@ size_t http_front::shutdown(duration grace) {
       logger().error("shutdown: {} connection(s) of the HTTP front did not "
                      "close within {} ms; their state is left allocated",
                      f.open_connections.load(), loop_close_time.count());
+      impl_->hold.reset();
       static_cast<void>(impl_.release());
     }
     return left;
