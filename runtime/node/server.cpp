@@ -174,6 +174,17 @@ void do_accept(front_state& f, bool admin) {
       });
 }
 
+/// The client connections open now (held while the caller uses them).
+std::vector<std::shared_ptr<node::connection>>
+live_connections(front_state& f) {
+  std::vector<std::shared_ptr<node::connection>> open;
+  std::lock_guard<std::mutex> guard{f.connections_mx};
+  for (auto& [id, entry] : f.connections)
+    if (auto c = entry.conn.lock())
+      open.push_back(std::move(c));
+  return open;
+}
+
 /// Runs `fn` on `loop` and waits (up to `limit`) until it has run; false if
 /// it did not in time.
 template <class F>
@@ -194,16 +205,8 @@ bool run_on(net::io_context& loop, F fn, std::chrono::milliseconds limit) {
 /// `loop_close_time`.
 bool close_on_loops(front_state& f) {
   auto until = std::chrono::steady_clock::now() + loop_close_time;
-  std::vector<std::shared_ptr<node::connection>> open;
-  {
-    std::lock_guard<std::mutex> guard{f.connections_mx};
-    for (auto& [id, entry] : f.connections)
-      if (auto c = entry.conn.lock())
-        open.push_back(std::move(c));
-  }
-  for (auto& c : open)
+  for (auto& c : live_connections(f))
     c->shut();
-  open.clear();
   {
     std::lock_guard<std::mutex> guard{f.pending_mx};
     f.pending_connections.clear();
@@ -390,16 +393,8 @@ size_t http_front::shutdown(duration grace) {
   if (left > 0) {
     // Calls cut off by the grace period are answered 503 shutting_down,
     // not reset.
-    std::vector<std::shared_ptr<node::connection>> open;
-    {
-      std::lock_guard<std::mutex> guard{f.connections_mx};
-      for (auto& [id, entry] : f.connections)
-        if (auto c = entry.conn.lock())
-          open.push_back(std::move(c));
-    }
-    for (auto& c : open)
+    for (auto& c : live_connections(f))
       c->cut_off();
-    open.clear();
     auto flush_until = std::chrono::steady_clock::now() + cutoff_flush_time;
     while (f.cutoffs_pending > 0 &&
            std::chrono::steady_clock::now() < flush_until)
