@@ -102,13 +102,38 @@ public:
     }};
   }
 
-  /// Stops the loop and joins its thread; queued jobs stay queued.
-  void stop() {
+  /// Asks the loop to stop: it first runs the jobs queued by now (as CAF's
+  /// own workers do with what was queued before their stop), up to
+  /// `stop_rounds` rounds of what those queue in turn, so an actor sent its
+  /// exit just before the stop still ends (and its state is freed).
+  void request_stop() {
     work_.reset();
-    ioc_.stop();
+    try {
+      net::post(ioc_, [this] {
+        for (int round = 0; round < stop_rounds; ++round) {
+          {
+            std::lock_guard<std::mutex> guard{mx_};
+            if (jobs_.empty())
+              break;
+          }
+          drain();
+        }
+        ioc_.stop();
+      });
+    } catch (...) {
+      ioc_.stop(); // no memory for the post: what is queued is released
+    }
+  }
+
+  /// Joins the loop's thread (after `request_stop`); jobs still queued
+  /// stay queued.
+  void join() {
     if (thread_.joinable())
       thread_.join();
   }
+
+  /// Rounds of queued jobs a stopping loop still runs.
+  static constexpr int stop_rounds = 16;
 
   /// After every loop stopped: releases the queued jobs (CAF's cleanup of
   /// each); true if there were any. Releasing one may queue others (a
@@ -223,13 +248,15 @@ void loop_scheduler::start() {
 
 void loop_scheduler::stop() {
   stop_actors();
+  for (auto& u : units_) // all at once: a job run while stopping may
+    u->request_stop();   // wake an actor on another loop
   for (auto& u : units_)
-    u->stop();
+    u->join();
   clock_.cancel_dispatch_loop();
   if (clock_thread_.joinable())
     clock_thread_.join();
-  // Jobs left queued are released while every loop still exists: an
-  // actor's cleanup may post to any loop (a client closing its pool).
+  // Jobs still queued (queued late, or by an actor that never stops) are
+  // released as CAF does: cleaned up, their state left allocated.
   for (bool any = true; any;) {
     any = false;
     for (auto& u : units_)
