@@ -282,3 +282,13 @@ awk -v t="$task_ms" -v c="$cs" -v m="$mig" -v n="$requests" -v s="$secs" '
     printf "per request: CPU %.1f us, context switches %.2f, cpu-migrations %.4f\n",
       t * 1000 / n, c / n, m / n
   }'
+# Where the node's answers came from (loops only): results handed to a
+# connection from another thread than its loop's.
+if loops=$(curl -s "http://127.0.0.1:$sl/status" |
+  python3 -c 'import json,sys; l=json.load(sys.stdin)["loops"]; print(l["count"], l["cross_loop_posts"])' 2>/dev/null); then
+  read -r count cross <<<"$loops"
+  [ "$count" -gt 0 ] &&
+    awk -v c="$cross" -v n="$requests" -v k="$count" 'BEGIN {
+      printf "loops: %d, cross-loop posts %d (%.3f per request)\n", k, c, c / n }'
+fi
+exit 0
