@@ -60,43 +60,16 @@ node_bin=$root/build/examples/sluice-node
 
 work=$(mktemp -d)
 pids=()
-cleanup() {
-  local p _
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  # Up to 5 s to stop (sluice-node drains in-flight calls), then KILL.
-  for _ in $(seq 50); do
-    local left=0
-    for p in "${pids[@]}"; do alive "$p" && left=1; done
-    [ "$left" -eq 1 ] || break
-    sleep 0.1
-  done
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
+source "$root/bench/common.sh"
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# alive PID: the process runs (a child that exited is a zombie until waited
-# for, and kill -0 would still succeed on it).
-alive() {
-  local st
-  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
 
 base=${SLUICE_BENCH_PORT:-18100}
 up=$base px=$((base + 1)) hp=$((base + 2)) cd=$((base + 3))
 # The sluice-node variants: name, port, the [node] lines of its config.
 variants=("loops=2" "loops=1" "sharing")
-variant_toml() {
-  case $1 in
-    loops=2) printf 'scheduler = "loops"\nloops = 2\n' ;;
-    loops=1) printf 'scheduler = "loops"\nloops = 1\n' ;;
-    sharing) printf 'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)\n' ;;
-  esac
-}
 all_ports=("$up" "$px" "$hp" "$cd")
 for i in "${!variants[@]}"; do all_ports+=($((base + 10 + i))); done
 for port in "${all_ports[@]}"; do
@@ -108,26 +81,7 @@ for port in "${all_ports[@]}"; do
 done
 
 mkdir -p "$work/logs" "$work/caddy"
-cat > "$work/upstream.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/upstream.pid;
-error_log $work/logs/upstream.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work; proxy_temp_path $work;
-  fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
-  server {
-    listen 127.0.0.1:$up;
-    keepalive_requests 1000000;
-    location / {
-      default_type application/json;
-      return 200 '{"id":"fixed","object":"chat.completion","choices":[]}';
-    }
-  }
-}
-CONF
+upstream_conf "$work/upstream.conf" "$up"
 cat > "$work/proxy.conf" <<CONF
 worker_processes 1;
 daemon off;
@@ -191,35 +145,7 @@ http://127.0.0.1:$cd {
 	}
 }
 CONF
-# sluice_conf FILE PORT VARIANT
-sluice_conf() {
-  cat > "$1" <<CONF
-[node]
-listen = "127.0.0.1:$2"
-access_log = "off"            # as nginx, haproxy and caddy here
-$(variant_toml "$3")
-[admission]
-session_cap = 1024
-connection_cap = 1024
-global_cap = 4096
-[sources.up]
-type = "http"
-base_url = "http://127.0.0.1:$up"
-max_idle_connections = 256
-  [sources.up.aimd]
-  initial = 256
-  max = 1024
-[routes."/v1/chat/completions"]
-kind = "chat"
-sources = ["up"]
-CONF
-}
-body='{"model":"m","messages":[{"role":"user","content":"hi"}]}'
-cat > "$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '$body'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+post_lua "$work/post.lua"
 
 # The targets, in the order of the table. state: ok | down.
 names=() ports=() tpids=() tlogs=() state=()
@@ -285,7 +211,7 @@ for i in "${!variants[@]}"; do
   v=${variants[i]}
   port=$((base + 10 + i))
   conf="$work/sluice-${v/=/}.toml"
-  sluice_conf "$conf" "$port" "$v"
+  sluice_conf "$conf" "$port" "$v" "$up"
   sluice_idx+=(${#names[@]})
   start "sluice-node $v" "$port" "$work/logs/sluice-${v/=/}.out" \
     "$node_bin" --config "$conf"

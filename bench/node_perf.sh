@@ -30,9 +30,7 @@ variant=$1
 secs=${2:-5}
 conns=${3:-16}
 case $variant in
-  loops=2) node_toml=$'scheduler = "loops"\nloops = 2' ;;
-  loops=1) node_toml=$'scheduler = "loops"\nloops = 1' ;;
-  sharing) node_toml=$'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)' ;;
+  loops=2 | loops=1 | sharing) ;;
   *) usage ;;
 esac
 
@@ -53,24 +51,7 @@ work=$(mktemp -d)
 pids=()
 # alive PID: the process runs (an exited child stays a zombie until waited
 # for, and kill -0 would still succeed on it).
-alive() {
-  local st
-  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-cleanup() {
-  local p _
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for _ in $(seq 50); do
-    local left=0
-    for p in "${pids[@]}"; do alive "$p" && left=1; done
-    [ "$left" -eq 1 ] || break
-    sleep 0.1
-  done
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
+source "$root/bench/common.sh"
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -113,52 +94,9 @@ for port in "$up" "$sl"; do
 done
 
 mkdir -p "$work/logs"
-cat > "$work/upstream.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/upstream.pid;
-error_log $work/logs/upstream.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work; proxy_temp_path $work;
-  fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
-  server {
-    listen 127.0.0.1:$up;
-    keepalive_requests 1000000;
-    location / {
-      default_type application/json;
-      return 200 '{"id":"fixed","object":"chat.completion","choices":[]}';
-    }
-  }
-}
-CONF
-cat > "$work/sluice.toml" <<CONF
-[node]
-listen = "127.0.0.1:$sl"
-access_log = "off"            # as nginx here
-$node_toml
-[admission]
-session_cap = 1024
-connection_cap = 1024
-global_cap = 4096
-[sources.up]
-type = "http"
-base_url = "http://127.0.0.1:$up"
-max_idle_connections = 256
-  [sources.up.aimd]
-  initial = 256
-  max = 1024
-[routes."/v1/chat/completions"]
-kind = "chat"
-sources = ["up"]
-CONF
-body='{"model":"m","messages":[{"role":"user","content":"hi"}]}'
-cat > "$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '$body'
-wrk.headers["Content-Type"] = "application/json"
-LUA
+upstream_conf "$work/upstream.conf" "$up"
+sluice_conf "$work/sluice.toml" "$sl" "$variant" "$up"
+post_lua "$work/post.lua"
 
 nginx -c "$work/upstream.conf" -p "$work" > "$work/logs/upstream.out" 2>&1 &
 up_pid=$!

@@ -1,0 +1,101 @@
+# shellcheck shell=bash disable=SC2154
+# Shared by bench/http_compare.sh and bench/node_perf.sh (sourced, not run):
+# the process bookkeeping, the fixed-response nginx upstream, the sluice-node
+# variants and their config, and the request wrk sends. The caller sets
+# `work` (a temporary folder) and `pids` (an array) first.
+
+# alive PID: the process runs (a child that exited is a zombie until waited
+# for, and kill -0 would still succeed on it).
+alive() {
+  local st
+  st=$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
+# Stops every process in `pids` (TERM, then KILL after 5 s) and removes
+# `work`. For `trap cleanup EXIT`.
+cleanup() {
+  local p _
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 50); do
+    local left=0
+    for p in "${pids[@]}"; do alive "$p" && left=1; done
+    [ "$left" -eq 1 ] || break
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+
+# variant_toml NAME: the [node] lines of a sluice-node variant.
+variant_toml() {
+  case $1 in
+    loops=2) printf 'scheduler = "loops"\nloops = 2\n' ;;
+    loops=1) printf 'scheduler = "loops"\nloops = 1\n' ;;
+    sharing) printf 'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)\n' ;;
+    *) return 1 ;;
+  esac
+}
+
+# upstream_conf FILE PORT: nginx answering every request with a fixed
+# chat completion on 127.0.0.1:PORT.
+upstream_conf() {
+  cat > "$1" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/upstream.pid;
+error_log $work/logs/upstream.err warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work; proxy_temp_path $work;
+  fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
+  server {
+    listen 127.0.0.1:$2;
+    keepalive_requests 1000000;
+    location / {
+      default_type application/json;
+      return 200 '{"id":"fixed","object":"chat.completion","choices":[]}';
+    }
+  }
+}
+CONF
+}
+
+# sluice_conf FILE PORT VARIANT UPSTREAM_PORT: a sluice-node governing the
+# upstream, without access log (as the other proxies here).
+sluice_conf() {
+  cat > "$1" <<CONF
+[node]
+listen = "127.0.0.1:$2"
+access_log = "off"            # as the other proxies here
+$(variant_toml "$3")
+[admission]
+session_cap = 1024
+connection_cap = 1024
+global_cap = 4096
+[sources.up]
+type = "http"
+base_url = "http://127.0.0.1:$4"
+max_idle_connections = 256
+  [sources.up.aimd]
+  initial = 256
+  max = 1024
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["up"]
+CONF
+}
+
+# The request every target gets (a small chat completion).
+body='{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+
+# post_lua FILE: wrk's script sending `body`.
+post_lua() {
+  cat > "$1" <<LUA
+wrk.method = "POST"
+wrk.body = '$body'
+wrk.headers["Content-Type"] = "application/json"
+LUA
+}
