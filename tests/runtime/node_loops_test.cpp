@@ -174,8 +174,11 @@ TEST_CASE("a blocking call on a loop's thread is caught") {
   auto other =
       std::make_shared<upstream::io_thread>(sys, "loop guard test");
   other->start();
-  boost::asio::post(loops.loop(0), [ran, other] {
-    other->stop(); // blocks this loop until the other thread is joined
+  boost::asio::post(loops.loop(0), [ran, mine = other]() mutable {
+    mine->stop(); // blocks this loop until the other thread is joined
+    // Not the last reference here: its destructor would stop it again on
+    // this loop, after the test restored the abort.
+    mine.reset();
     ran->set_value();
   });
   REQUIRE(ran->get_future().wait_for(10s) == std::future_status::ready);
