@@ -99,3 +99,38 @@ wrk.body = '$body'
 wrk.headers["Content-Type"] = "application/json"
 LUA
 }
+
+# await_answer PID PORT: waits (up to 10 s) until the server PID answers the
+# test request on 127.0.0.1:PORT and prints the HTTP status; prints
+# "exited" (PID ended: the caller `wait`s for its status, a command
+# substitution cannot) or "silent" and fails otherwise.
+await_answer() {
+  local code=000 _
+  for _ in $(seq 100); do
+    if ! alive "$1"; then
+      echo exited
+      return 1
+    fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
+      -H 'Content-Type: application/json' -d "$body" \
+      "http://127.0.0.1:$2/v1/chat/completions" || true)
+    [ "$code" = 000 ] || break
+    sleep 0.1
+  done
+  if [ "$code" = 000 ]; then
+    echo silent
+    return 1
+  fi
+  echo "$code"
+}
+
+# why_down PID PORT WHAT: the reason for a failed `await_answer` WHAT.
+why_down() {
+  local rc=0
+  if [ "$3" = exited ]; then
+    wait "$1" || rc=$?
+    echo "exited at start (status $rc)"
+  else
+    echo "not answering on 127.0.0.1:$2 after 10 s"
+  fi
+}

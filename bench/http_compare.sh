@@ -166,22 +166,9 @@ fail() {
 }
 # ready I: waits up to 10 s for target I to answer HTTP.
 ready() {
-  local i=$1 code=000 rc _
-  for _ in $(seq 100); do
-    if ! alive "${tpids[i]}"; then
-      rc=0
-      wait "${tpids[i]}" || rc=$?
-      fail "$i" "exited at start (status $rc)"
-      return 1
-    fi
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
-      -H 'Content-Type: application/json' -d "$body" \
-      "http://127.0.0.1:${ports[i]}/v1/chat/completions" || true)
-    [ "$code" = 000 ] || break
-    sleep 0.1
-  done
-  if [ "$code" = 000 ]; then
-    fail "$i" "not answering on 127.0.0.1:${ports[i]} after 10 s"
+  local i=$1 code
+  if ! code=$(await_answer "${tpids[i]}" "${ports[i]}"); then
+    fail "$i" "$(why_down "${tpids[i]}" "${ports[i]}" "$code")"
     return 1
   fi
   case $code in

@@ -108,25 +108,10 @@ pids+=("$node_pid")
 # ready NAME PID PORT LOG: waits up to 10 s for an HTTP answer; exits with
 # a clear line (and the end of the log) when the process ends or is silent.
 ready() {
-  local code=000 rc _
-  for _ in $(seq 100); do
-    if ! alive "$2"; then
-      rc=0
-      wait "$2" || rc=$?
-      echo "node_perf: FAILED: $1 exited at start (status $rc). End of" \
-        "its log:" >&2
-      tail -n 5 "$4" | sed 's/^/  | /' >&2
-      exit 1
-    fi
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X POST \
-      -H 'Content-Type: application/json' -d "$body" \
-      "http://127.0.0.1:$3/v1/chat/completions" || true)
-    [ "$code" = 000 ] || break
-    sleep 0.1
-  done
-  if [ "$code" = 000 ]; then
-    echo "node_perf: FAILED: $1 not answering on 127.0.0.1:$3 after 10 s." \
-      "End of its log:" >&2
+  local code
+  if ! code=$(await_answer "$2" "$3"); then
+    echo "node_perf: FAILED: $1 $(why_down "$2" "$3" "$code"). End of" \
+      "its log:" >&2
     tail -n 5 "$4" | sed 's/^/  | /' >&2
     exit 1
   fi
