@@ -28,6 +28,7 @@ public:
       : caf::execution_unit(&sys)
       , owner(owner)
       , max_throughput_(max_throughput)
+      , ioc_(1)
       , work_(net::make_work_guard(ioc_)) {
     // nop
   }
@@ -199,6 +200,10 @@ private:
   static thread_local unit* current_;
 
   size_t max_throughput_;
+  // One thread runs it (hint 1): a handler posted from that thread goes to
+  // its private queue, with no lock and no `epoll_ctl` to interrupt the
+  // reactor (one per post from the loop itself, with the default hint).
+  // Posts from other threads still lock and wake it.
   net::io_context ioc_;
   net::executor_work_guard<net::io_context::executor_type> work_;
   std::thread thread_;
@@ -211,6 +216,51 @@ private:
 };
 
 thread_local loop_scheduler::unit* loop_scheduler::unit::current_ = nullptr;
+
+// -- loop_clock ---------------------------------------------------------------
+
+// Each actor sets and cancels its own timeouts (in its handlers, then in its
+// cleanup), so an actor's note and its cancellation never race; the lock
+// only guards the set against other actors.
+void loop_clock::note(caf::abstract_actor* self) {
+  std::lock_guard<std::mutex> guard{mx_};
+  timed_.insert(self);
+}
+
+void loop_clock::set_ordinary_timeout(time_point t, caf::abstract_actor* self,
+                                      caf::atom_value type, uint64_t id) {
+  note(self);
+  super::set_ordinary_timeout(t, self, type, id);
+}
+
+void loop_clock::set_request_timeout(time_point t, caf::abstract_actor* self,
+                                     caf::message_id id) {
+  note(self);
+  super::set_request_timeout(t, self, id);
+}
+
+void loop_clock::set_multi_timeout(time_point t, caf::abstract_actor* self,
+                                   caf::atom_value type, uint64_t id) {
+  note(self);
+  super::set_multi_timeout(t, self, type, id);
+}
+
+void loop_clock::cancel_timeouts(caf::abstract_actor* self) {
+  {
+    std::lock_guard<std::mutex> guard{mx_};
+    if (timed_.erase(self) == 0) {
+      skipped_.fetch_add(1, std::memory_order_relaxed);
+      return; // it never set one: nothing to cancel
+    }
+  }
+  forwarded_.fetch_add(1, std::memory_order_relaxed);
+  super::cancel_timeouts(self);
+}
+
+size_t loop_clock::timed_actors() const {
+  std::lock_guard<std::mutex> guard{mx_};
+  return timed_.size();
+}
 
 loop_scheduler::loop_scheduler(caf::actor_system& sys, size_t loops)
     : super(sys), loop_count_(std::max<size_t>(loops, 1)) {

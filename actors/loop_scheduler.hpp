@@ -9,7 +9,8 @@
 //
 // Installed as CAF's scheduler module (`use_loop_scheduler`); an actor
 // system without it keeps CAF's own, and tests keep CAF's testing one.
-// Timers stay on CAF's thread-safe clock and its one dispatch thread.
+// Timers stay on CAF's thread-safe clock and its one dispatch thread
+// (`loop_clock`: an actor that never set a timeout does not wake it).
 //
 // What else lives on the loops: sluice-node's HTTP front (each connection on
 // one loop) and the HTTP sources' client connections (a keep-alive pool per
@@ -19,7 +20,9 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -34,6 +37,46 @@ namespace sluice {
 /// A loop's jobs per turn of one actor when `scheduler.max-throughput` is
 /// not set (CAF's default, unbounded, would let one busy actor hold a loop).
 constexpr size_t default_loop_throughput = 300;
+
+/// CAF's thread-safe clock, except that the end of an actor that never set
+/// a timeout costs nothing. CAF cancels every terminating actor's timeouts
+/// (`cancel_timeouts`), and the thread-safe clock turns each cancellation
+/// into an event for its dispatch thread: one wake-up of that thread, and
+/// two context switches, per governor, so per call, although a governor
+/// on the happy path sets no timeout at all. This clock remembers which
+/// actors set one (ordinary, multi or request timeouts; `delayed_send` is
+/// not cancelled by CAF anyway) and forwards only their cancellations.
+class loop_clock final : public caf::detail::thread_safe_actor_clock {
+public:
+  using super = caf::detail::thread_safe_actor_clock;
+
+  void set_ordinary_timeout(time_point t, caf::abstract_actor* self,
+                            caf::atom_value type, uint64_t id) override;
+
+  void set_request_timeout(time_point t, caf::abstract_actor* self,
+                           caf::message_id id) override;
+
+  void set_multi_timeout(time_point t, caf::abstract_actor* self,
+                         caf::atom_value type, uint64_t id) override;
+
+  void cancel_timeouts(caf::abstract_actor* self) override;
+
+  /// Actors that set a timeout and have not terminated yet.
+  size_t timed_actors() const;
+
+  /// Terminations passed on to the dispatch thread (actors that had set a
+  /// timeout) and terminations that cost nothing.
+  uint64_t forwarded_cancellations() const noexcept { return forwarded_; }
+  uint64_t skipped_cancellations() const noexcept { return skipped_; }
+
+private:
+  void note(caf::abstract_actor* self);
+
+  mutable std::mutex mx_;
+  std::unordered_set<const caf::abstract_actor*> timed_;
+  std::atomic<uint64_t> forwarded_{0};
+  std::atomic<uint64_t> skipped_{0};
+};
 
 class loop_scheduler : public caf::scheduler::abstract_coordinator {
 public:
@@ -56,6 +99,9 @@ public:
   void enqueue(caf::resumable* job) override;
 
   caf::actor_clock& clock() noexcept override { return clock_; }
+
+  /// The clock, with its counters.
+  const loop_clock& timers() const noexcept { return clock_; }
 
   // -- the loops ---------------------------------------------------------------
 
@@ -85,7 +131,7 @@ private:
   size_t loop_count_;
   std::vector<std::unique_ptr<unit>> units_;
   std::atomic<bool> closed_{false};
-  caf::detail::thread_safe_actor_clock clock_;
+  loop_clock clock_;
   std::thread clock_thread_;
 };
 

@@ -16,6 +16,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
 #include <catch2/catch.hpp>
 
 using namespace std::chrono_literals;
@@ -162,4 +163,62 @@ TEST_CASE("one busy actor does not hold its loop") {
   boost::asio::post(f.scheduler().loop(0), [&ran] { ran.set_value(); });
   CHECK(ran.get_future().wait_for(10s) == std::future_status::ready);
   caf::anon_send_exit(spin, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// Lives until its state goes: `gone` is set by the state's destructor.
+struct marked_state {
+  std::atomic<bool>* gone = nullptr;
+  ~marked_state() {
+    if (gone != nullptr)
+      *gone = true;
+  }
+};
+
+} // namespace
+
+TEST_CASE("an actor that set no timeout ends without waking the clock; one "
+          "that did has its timeout cancelled") {
+  loops_fixture f{2};
+  auto& clock = f.scheduler().timers();
+  auto skipped_before = clock.skipped_cancellations();
+  auto forwarded_before = clock.forwarded_cancellations();
+  // 500 actors that never set a timeout: their ends cost the clock nothing.
+  std::atomic<int> ended{0};
+  for (int i = 0; i < 500; ++i)
+    f.sys->spawn([&ended](caf::event_based_actor* me) {
+      me->attach_functor([&ended] { ++ended; });
+      me->quit();
+    });
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (ended < 500 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  REQUIRE(ended == 500);
+  CHECK(clock.skipped_cancellations() - skipped_before >= 500);
+  CHECK(clock.forwarded_cancellations() == forwarded_before);
+  // An actor with a receive timeout of an hour, which quits at once: its
+  // timeout is cancelled (the clock's entry holds a strong reference, so
+  // without the cancellation its state would live for the hour).
+  std::atomic<bool> gone{false};
+  using stateful = caf::stateful_actor<marked_state>;
+  auto timed = f.sys->spawn([&gone](stateful* me) -> caf::behavior {
+    me->state.gone = &gone;
+    return {
+        [me](ping_atom) { me->quit(); },
+        caf::after(std::chrono::seconds{3600}) >> [] {},
+    };
+  });
+  // It set its timeout when it started.
+  until = std::chrono::steady_clock::now() + 10s;
+  while (clock.timed_actors() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  REQUIRE(clock.timed_actors() >= 1);
+  caf::anon_send(timed, ping_atom::value);
+  timed = nullptr;
+  until = std::chrono::steady_clock::now() + 10s;
+  while (!gone && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  CHECK(gone);
+  CHECK(clock.forwarded_cancellations() - forwarded_before >= 1);
 }
