@@ -13,6 +13,7 @@
 #include "sluice/actors/attempt_runner.hpp"
 #include "sluice/actors/call_delivery.hpp"
 #include "sluice/actors/call_results.hpp"
+#include "sluice/actors/direct_attempts.hpp"
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/payload.hpp"
 #include "sluice/actors/permit.hpp"
@@ -44,7 +45,25 @@ struct running_attempt {
   caf::actor runner;
   /// Tags this attempt's stream chunks (streamed calls; 0: unary).
   uint64_t tag = 0;
+  /// An attempt the governor started itself at a built-in source on its
+  /// own loop (`direct_attempts`): its id there (0: asked by message).
+  uint64_t direct_id = 0;
+  std::weak_ptr<direct_attempts> direct;
+
+  /// Closes a direct attempt upstream (it was abandoned, or the governor
+  /// terminates with it in flight).
+  void cancel_direct() noexcept {
+    if (direct_id == 0)
+      return;
+    if (auto d = direct.lock())
+      d->cancel(direct_id);
+    direct_id = 0;
+  }
 };
+
+/// The answer to an attempt started directly, sent by the source's client
+/// to the governor: (direct_done, attempt seq, source_reply).
+using direct_done_atom = caf::atom_constant<caf::atom("dirdone")>;
 
 // What a backoff or poll timer does when it fires.
 enum class after_sleep { next_round, stall_check_then_round };
@@ -80,6 +99,14 @@ struct governor_state {
   std::string lease;
 
   static inline const char* name = "sluice.governor";
+
+  /// Runs when the governor terminates (CAF destroys the state in its
+  /// cleanup, killed or not): an attempt still in flight that the governor
+  /// started itself has no actor watching it -- cancellation is this.
+  ~governor_state() {
+    if (current)
+      current->cancel_direct();
+  }
 
   const route_plan& route() const { return *cfg.route; }
 
@@ -314,7 +341,9 @@ bool is_current(governor_state& st, uint64_t seq) {
 // terminate); a self-timed source is told to cancel.
 void abandon_attempt(governor_actor* self, outcome_kind kind) {
   auto& cur = *self->state.current;
-  if (cur.runner) {
+  if (cur.direct_id != 0) {
+    cur.cancel_direct();
+  } else if (cur.runner) {
     self->unlink_from(cur.runner);
     self->send_exit(cur.runner, caf::exit_reason::kill);
   } else {
@@ -379,7 +408,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   auto now = self->clock().now();
   enter(self, governor_phase::attempting);
   st.clock->begin_attempt(now);
-  st.current = running_attempt{seq, idx, permit, verdict, now, {}, tag};
+  st.current = running_attempt{seq, idx, permit, verdict, now, {}, tag, 0, {}};
   auto limit = st.policy().attempt_timeout;
   if (auto ttft = st.policy().ttft_timeout) {
     if (tag != 0) // streamed: the first chunk must come within the TTFT
@@ -390,6 +419,21 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   if (src.self_timed) {
     // The source answers `timeout` itself: no runner, no clock timer.
     request.timeout = limit;
+    // On the loops, a built-in source's attempt runs on this loop and its
+    // answer comes straight back: no message through the shared source
+    // actor, no hop to the loop that actor runs on.
+    if (auto direct = src.direct.lock()) {
+      auto me = caf::actor_cast<caf::actor_addr>(self);
+      auto id = direct->start(request, [me, seq](source_reply r) {
+        if (auto g = caf::actor_cast<caf::actor>(me))
+          caf::anon_send(g, direct_done_atom::value, seq, std::move(r));
+      });
+      if (id != 0) {
+        st.current->direct_id = id;
+        st.current->direct = direct;
+        return;
+      }
+    }
     await_answer(self,
                  self->request(src.actor, caf::infinite, attempt_atom_v,
                                std::move(request)),
@@ -549,6 +593,13 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
           wake_early(self);
       },
       [self](freed_atom, const std::string&) { wake_early(self); },
+      [self](direct_done_atom, uint64_t seq, source_reply& reply) {
+        auto& st = self->state;
+        if (!is_current(st, seq))
+          return; // abandoned meanwhile
+        st.current->direct_id = 0;
+        on_outcome(self, std::move(reply));
+      },
       [self](stream_chunk_atom, uint64_t tag, std::string& bytes) {
         auto& st = self->state;
         if (!st.current || st.current->tag != tag || bytes.empty())

@@ -162,6 +162,7 @@ public:
         return;
       auto ex = i->second;
       self->active_.erase(i);
+      --self->stats_->in_flight;
       ex->done = nullptr; // nobody waits for it any more
       if (ex->alarm)
         ex->alarm->cancel();
@@ -171,18 +172,29 @@ public:
     });
   }
 
-  /// The client is gone: every exchange ends unanswered and the pool
-  /// closes, so the handlers that hold the engine run (aborted) and go.
+  /// The client is gone: every exchange ends, answered `transient` ("the
+  /// source stopped": a governor that started it itself waits for no
+  /// actor that could fail its request instead), and the pool closes, so
+  /// the handlers that hold the engine run (aborted) and go.
   void close() {
     net::post(ioc_, [self = shared_from_this()] {
       auto active = std::move(self->active_);
       self->active_.clear();
+      self->stats_->in_flight -= static_cast<int64_t>(active.size());
       for (auto& [id, ex] : active) {
-        ex->done = nullptr;
+        auto done = std::move(ex->done);
         if (ex->alarm)
           ex->alarm->cancel();
         if (ex->stream)
           ex->stream->close();
+        if (!done)
+          continue;
+        try {
+          done(upstream::failure_reply(policy::outcome_kind::transient, 0,
+                                       "the source stopped"));
+        } catch (...) {
+          // its requester's own deadline answers it
+        }
       }
       self->idle_.clear();
       self->resolver_.cancel();
@@ -229,6 +241,7 @@ private:
     if (call.timeout > duration::zero())
       ex->deadline = time_.now() + call.timeout;
     active_[ex->id] = ex;
+    ++stats_->in_flight;
     ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
     ex->req.set(http::field::host, host_header_);
     ex->req.set(http::field::content_type, "application/json");
@@ -475,7 +488,8 @@ private:
   void fail(const exchange_ptr& ex, policy::outcome_kind kind) {
     if (!ex->done)
       return;
-    active_.erase(ex->id);
+    if (active_.erase(ex->id) != 0)
+      --stats_->in_flight;
     if (ex->alarm)
       ex->alarm->cancel();
     if (ex->stream)
@@ -491,7 +505,8 @@ private:
   void finish(const exchange_ptr& ex) {
     if (!ex->done)
       return;
-    active_.erase(ex->id);
+    if (active_.erase(ex->id) != 0)
+      --stats_->in_flight;
     if (ex->alarm)
       ex->alarm->cancel();
     auto& rd = *ex->reader;

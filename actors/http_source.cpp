@@ -150,67 +150,150 @@ struct http_io {
   }
 };
 
-/// Where a source's attempts run. On the loop scheduler (sluice-node): a
-/// client per loop, built when the loop first runs one of the source's
-/// attempts, so an attempt runs on the loop its source actor runs it on
-/// (the loop the call's governor woke it on, when it was idle) and the
-/// source owns no thread. Under any other scheduler: one client on a loop
-/// of its own (`http_io`).
+/// A source's clients on the loop scheduler: one per loop, built on that
+/// loop's thread when it first runs one of the source's attempts, so the
+/// source owns no thread. Attempts come from the source's actor (on the
+/// loop it runs on) or, directly, from a governor (on its own loop: the
+/// call's). Attempt ids carry their lane (`id % lanes`), for the cancel.
+///
+/// A lane's client is built and used on its loop's thread only; `cancel`
+/// (any thread) reads the published pointer and posts to the loop. The
+/// clients go with the lanes, when the actor's state and the last attempt
+/// being started have dropped them (each closes its exchanges on its loop,
+/// answering them `transient`).
+class http_lanes final : public direct_attempts {
+public:
+  http_lanes(loop_scheduler& loops, http_source_config cfg,
+             std::shared_ptr<http_source_stats> stats)
+      : loops_(loops)
+      , cfg_(std::move(cfg))
+      , stats_(std::move(stats))
+      , lanes_(loops.loops()) {
+    // nop
+  }
+
+  ~http_lanes() override {
+    for (auto& l : lanes_)
+      l.owned.reset(); // each closes its exchanges on its loop
+  }
+
+  size_t count() const noexcept { return lanes_.size(); }
+
+  /// The lane of the calling thread, if it runs one of our loops.
+  std::optional<size_t> here() const noexcept {
+    auto i = loops_.current_index();
+    if (i < lanes_.size())
+      return i;
+    return std::nullopt;
+  }
+
+  /// Lane `i`'s client, built now if it is not yet (its first build failed:
+  /// no descriptor to spare then); null if it still cannot be. On lane
+  /// `i`'s thread.
+  upstream::http_client* client(size_t i) noexcept {
+    auto& l = lanes_[i];
+    if (auto* c = l.client.load(std::memory_order_relaxed))
+      return c;
+    try {
+      l.owned = std::make_unique<upstream::http_client>(
+          loops_.loop(i), upstream::real_io_time(), cfg_, stats_,
+          loops_.life(i));
+      l.client.store(l.owned.get(), std::memory_order_release);
+    } catch (const std::exception& e) {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::err,
+                  "http source {}: cannot start its I/O on loop {}: {}",
+                  cfg_.base_url, i, e.what());
+    }
+    return l.owned.get();
+  }
+
+  /// A new attempt id on lane `i`.
+  uint64_t new_id(size_t i) noexcept {
+    auto n = lanes_[i].next.fetch_add(1, std::memory_order_relaxed);
+    return n * lanes_.size() + i;
+  }
+
+  uint64_t start(call_request& req, done_fn done) override {
+    auto lane = here();
+    if (!lane)
+      return 0;
+    auto* engine = client(*lane);
+    if (engine == nullptr)
+      return 0;
+    auto id = new_id(*lane);
+    ++stats_->attempts;
+    ++stats_->direct_attempts;
+    try {
+      engine->start(id, std::move(req), std::move(done));
+    } catch (const std::exception& e) {
+      // Only the post can throw (no memory): nothing was started.
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: starting an attempt failed: {}",
+                  cfg_.base_url, e.what());
+      return 0;
+    }
+    return id;
+  }
+
+  void cancel(uint64_t id) noexcept override {
+    auto& l = lanes_[id % lanes_.size()];
+    auto* c = l.client.load(std::memory_order_acquire);
+    if (c == nullptr)
+      return;
+    try {
+      c->cancel(id);
+    } catch (const std::exception& e) {
+      static log_limit lim;
+      log_limited(lim, spdlog::level::warn,
+                  "http source {}: cancelling an attempt failed: {}",
+                  cfg_.base_url, e.what());
+    }
+  }
+
+private:
+  struct lane {
+    std::unique_ptr<upstream::http_client> owned;
+    /// `owned`, once built (read by `cancel` from any thread).
+    std::atomic<upstream::http_client*> client{nullptr};
+    /// Ids are 1, 2, ... per lane (0 is "not started").
+    std::atomic<uint64_t> next{1};
+  };
+
+  loop_scheduler& loops_;
+  http_source_config cfg_;
+  std::shared_ptr<http_source_stats> stats_;
+  std::vector<lane> lanes_;
+};
+
+/// Where a source's attempts run: on the loop scheduler (sluice-node), its
+/// lanes (`http_lanes`), shared with the governors that start attempts
+/// themselves; under any other scheduler, one client on a loop of its own
+/// (`http_io`).
 struct http_source_state {
   caf::actor_system* sys = nullptr;
   http_source_config cfg;
-  loop_scheduler* loops = nullptr;
-  std::vector<std::unique_ptr<upstream::http_client>> per_loop;
+  std::shared_ptr<http_lanes> lanes;
   std::unique_ptr<http_io> io;
   std::shared_ptr<http_source_stats> stats;
   uint64_t next_id = 1;
   attempt_book<pending> attempts;
 
   ~http_source_state() {
-    per_loop.clear(); // each closes its exchanges on its loop
+    lanes.reset(); // the lanes close their exchanges on their loops
     http_io::dispose(std::move(io));
   }
 
-  size_t lanes() const noexcept { return loops ? per_loop.size() : 1; }
-
-  /// A new attempt's id, on `lane` (the lane is `id % lanes()`).
-  uint64_t new_id(size_t lane) noexcept { return next_id++ * lanes() + lane; }
-
-  /// The lane of the calling thread: its loop, or 0.
-  size_t current_lane() const noexcept {
-    if (!loops)
-      return 0;
-    auto i = loops->current_index();
-    return i < per_loop.size() ? i : 0; // not on a loop: the first one
-  }
-
-  /// The client of attempt `id`, if it was built.
-  upstream::http_client* client_of(uint64_t id) const noexcept {
-    if (loops)
-      return per_loop[id % per_loop.size()].get();
+  /// The I/O thread's client, if it was started (no loops).
+  upstream::http_client* io_client() const noexcept {
     return io ? io->client.get() : nullptr;
   }
 
-  /// The client of `lane`, built now if it is not yet (its first build
-  /// failed: no descriptor or thread to spare then); null if it still
-  /// cannot be.
-  upstream::http_client* ensure_engine(size_t lane) noexcept {
-    if (loops) {
-      auto& c = per_loop[lane];
-      if (!c) {
-        try {
-          c = std::make_unique<upstream::http_client>(
-              loops->loop(lane), upstream::real_io_time(), cfg, stats,
-              loops->life(lane));
-        } catch (const std::exception& e) {
-          static log_limit lim;
-          log_limited(lim, spdlog::level::err,
-                      "http source {}: cannot start its I/O on loop {}: {}",
-                      cfg.base_url, lane, e.what());
-        }
-      }
-      return c.get();
-    }
+  /// The I/O thread's client, started now if it is not yet (its first
+  /// start failed: no descriptor or thread to spare then); null if it
+  /// still cannot be.
+  upstream::http_client* ensure_io() noexcept {
     if (io)
       return io->client.get();
     try {
@@ -232,6 +315,26 @@ struct http_source_state {
     return io ? io->client.get() : nullptr;
   }
 
+  /// Where the actor runs attempt `id`'s engine; and the new attempt's id.
+  /// On the loops: the lane of the loop the actor runs on now (the first,
+  /// should it run elsewhere).
+  std::pair<upstream::http_client*, uint64_t> engine_for_attempt() noexcept {
+    if (lanes) {
+      auto lane = lanes->here().value_or(0);
+      return {lanes->client(lane), lanes->new_id(lane)};
+    }
+    return {ensure_io(), next_id++};
+  }
+
+  void cancel(uint64_t id) {
+    if (lanes) {
+      lanes->cancel(id);
+      return;
+    }
+    if (auto* c = io_client())
+      c->cancel(id);
+  }
+
   static inline const char* name = "sluice.http_source";
 };
 
@@ -245,31 +348,27 @@ source_reply cannot_attempt() {
 }
 
 caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
-                                std::shared_ptr<http_source_stats> stats) {
+                                std::shared_ptr<http_source_stats> stats,
+                                std::shared_ptr<http_lanes> lanes) {
   self->state.sys = &self->system();
   self->state.cfg = std::move(cfg);
   self->state.stats = stats;
-  if (auto* loops = loop_scheduler::of(self->system())) {
-    self->state.loops = loops;
-    self->state.per_loop.resize(loops->loops());
-  } else {
-    self->state.ensure_engine(0); // now, not at the first call (io_thread)
-  }
+  self->state.lanes = std::move(lanes);
+  if (!self->state.lanes)
+    self->state.ensure_io(); // now, not at the first call (io_thread)
   // A requester that terminated, or sent `cancel_atom`, cancelled its
   // attempts: close them upstream.
   auto drop = [self](const caf::actor_addr& requester) {
     auto& st = self->state;
     for (auto id : st.attempts.drop_requester(requester)) {
       try {
-        if (auto* client = st.client_of(id))
-          client->cancel(id);
+        st.cancel(id);
       } catch (const std::exception& e) {
         static log_limit lim;
         log_limited(lim, spdlog::level::warn,
                     "http source {}: cancelling an attempt failed: {}",
                     st.cfg.base_url, e.what());
       }
-      --st.stats->in_flight;
     }
   };
   self->set_down_handler([drop](caf::down_msg& dm) { drop(dm.source); });
@@ -281,12 +380,9 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
              const call_request& req) -> caf::result<source_reply> {
         auto& st = self->state;
         ++st.stats->attempts;
-        auto lane = st.current_lane();
-        auto engine = st.ensure_engine(lane);
+        auto [engine, id] = st.engine_for_attempt();
         if (!engine)
           return cannot_attempt();
-        ++st.stats->in_flight;
-        auto id = st.new_id(lane);
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
@@ -296,7 +392,7 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
         // there, while its actor system shuts down, read a dead clock).
         auto me = caf::actor_cast<caf::actor_addr>(self);
         try {
-          engine->start(id, req, [me, id](source_reply r) {
+          engine->start(id, req, [me, id = id](source_reply r) {
             // On the I/O thread: hand the answer to the actor, if it lives.
             if (auto strong = caf::actor_cast<caf::actor>(me))
               caf::anon_send(strong, http_done_atom::value, id, std::move(r));
@@ -306,10 +402,8 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
           log_limited(lim, spdlog::level::warn,
                       "http source {}: starting an attempt failed: {}",
                       st.cfg.base_url, e.what());
-          if (auto p = st.attempts.take(self, id)) {
-            --st.stats->in_flight;
+          if (auto p = st.attempts.take(self, id))
             p->promise.deliver(cannot_attempt());
-          }
         }
         return caf::delegated<source_reply>{};
       },
@@ -318,7 +412,6 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
         auto p = st.attempts.take(self, id);
         if (!p)
           return; // cancelled meanwhile
-        --st.stats->in_flight;
         p->promise.deliver(std::move(r));
       },
   };
@@ -338,8 +431,14 @@ http_source spawn_http_source(caf::actor_system& sys, http_source_config cfg) {
                   "and change this source's traffic",
                   log_label(cfg));
   auto stats = std::make_shared<http_source_stats>();
-  auto a = sys.spawn(http_source_actor, std::move(cfg), stats);
-  return {caf::actor_cast<source_actor>(a), std::move(stats), tls, verify};
+  std::shared_ptr<http_lanes> lanes;
+  if (auto* loops = loop_scheduler::of(sys))
+    lanes = std::make_shared<http_lanes>(*loops, cfg, stats);
+  std::weak_ptr<direct_attempts> direct = lanes;
+  auto a = sys.spawn(http_source_actor, std::move(cfg), stats,
+                     std::move(lanes));
+  return {caf::actor_cast<source_actor>(a), std::move(stats), tls, verify,
+          std::move(direct)};
 }
 
 } // namespace sluice

@@ -12,6 +12,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "sluice/actors/direct_attempts.hpp"
 #include "sluice/messages/source.hpp"
 
 namespace sluice {
@@ -105,6 +106,9 @@ std::string upstream_target(std::string_view base_path, std::string_view route);
 /// What an HTTP source has done; readable from any thread.
 struct http_source_stats {
   std::atomic<uint64_t> attempts{0};
+  /// Of `attempts`, those a governor started itself on its own loop (the
+  /// loop scheduler), not through the source's actor.
+  std::atomic<uint64_t> direct_attempts{0};
   std::atomic<uint64_t> connections_opened{0};
   std::atomic<uint64_t> connections_reused{0};
   std::atomic<uint64_t> cancelled{0};
@@ -135,6 +139,9 @@ struct http_source {
   /// Its upstream's certificate is verified (false only with an explicit
   /// `tls.verify = false`).
   bool tls_verify = true;
+  /// On the loop scheduler: its attempts as a governor starts them on its
+  /// own loop (expires with the actor). Empty under other schedulers.
+  std::weak_ptr<direct_attempts> direct;
 };
 
 /// Spawns an HTTP source: a Beast async client with a keep-alive pool on its

@@ -10,6 +10,7 @@
 #include <caf/fwd.hpp>
 
 #include "sluice/actors/breaker.hpp"
+#include "sluice/actors/direct_attempts.hpp"
 #include "sluice/messages/source.hpp"
 #include "sluice/runtime/policy/aimd.hpp"
 #include "sluice/runtime/policy/tier_counter.hpp"
@@ -61,6 +62,9 @@ struct source_handle {
   /// ask it directly. Others get each attempt from a short-lived runner
   /// actor that the governor times and kills (see messages/source.hpp).
   bool self_timed = false;
+  /// A built-in source on the loop scheduler whose attempts the governor
+  /// starts itself on its own loop (expired: ask `actor`).
+  std::weak_ptr<direct_attempts> direct;
   /// The upstream's own name for models the clients name (null: none);
   /// the governor rewrites the `model` of each attempt's body with it.
   std::shared_ptr<const std::map<std::string, std::string>> model_names;

@@ -241,7 +241,8 @@ void runtime::add_source(const std::string& name, source_actor actor,
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,
-                         const source_settings& settings, bool self_timed) {
+                         const source_settings& settings, bool self_timed,
+                         std::weak_ptr<direct_attempts> direct) {
   auto key = "sources." + name;
   if (name.empty())
     throw config_error("sources", "a source needs a name");
@@ -254,6 +255,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
     throw config_error(key, "a source with this name already exists");
   auto handle = make_source(sys_, name, std::move(actor), settings.breaker,
                             settings.aimd, settings.quota, self_timed);
+  handle.direct = std::move(direct);
   if (!settings.model_names.empty())
     handle.model_names =
         std::make_shared<const std::map<std::string, std::string>>(
@@ -320,7 +322,7 @@ http_source runtime::add_http_source(const std::string& name,
   auto named = http;
   named.log_name = name;
   auto s = spawn_http_source(sys_, named);
-  add_source(name, s.actor, settings, true);
+  add_source(name, s.actor, settings, true, s.direct);
   std::unique_lock<std::shared_mutex> guard{mx_};
   http_sources_.emplace(name, s);
   return s;

@@ -319,9 +319,11 @@ public:
   struct actor_health;
 
 private:
-  // Built-in sources are self-timed (see messages/source.hpp).
+  // Built-in sources are self-timed (see messages/source.hpp); an HTTP
+  // source on the loops also takes its attempts from governors directly.
   void add_source(const std::string& name, source_actor actor,
-                  const source_settings& settings, bool self_timed);
+                  const source_settings& settings, bool self_timed,
+                  std::weak_ptr<direct_attempts> direct = {});
 
   std::shared_ptr<const route_plan> route(const call_request& request) const;
 

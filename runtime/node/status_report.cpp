@@ -101,6 +101,10 @@ json status_json(front_state& front, json scopes) {
     // An https:// source: whether it verifies (false is an explicit
     // opt-out an operator must see) and its handshakes.
     auto http = front.rt.find_http_source(s.name);
+    if (http) // started by a governor on its own loop / in all
+      sources.back()["attempts"] = {
+          {"total", http->stats->attempts.load()},
+          {"direct", http->stats->direct_attempts.load()}};
     if (http && http->tls)
       sources.back()["tls"] = {
           {"verify", http->tls_verify},

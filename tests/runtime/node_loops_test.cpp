@@ -23,6 +23,7 @@
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
 #include "log_capture.hpp"
+#include "node_fixture.hpp"
 #include "test_upstream.hpp"
 #include "loopback_http.hpp"
 
@@ -60,33 +61,11 @@ std::string loops_config(const test_upstream& up, size_t loops) {
 }
 
 // A node as sluice-node builds it, on `loops` event loops, in front of
-// `up`.
-struct loop_node {
-  caf::actor_system_config caf_cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<runtime> rt;
-  std::unique_ptr<http_front> front;
-
-  loop_node(const test_upstream& up, size_t loops) {
-    add_error_category(caf_cfg);
-    auto cfg = parse_config(loops_config(up, loops), "loops.toml");
+// `up` (the shared fixture, with this file's config).
+struct loop_node : node_under_test {
+  loop_node(const test_upstream& up, size_t loops)
+      : node_under_test(loops_config(up, loops)) {
     REQUIRE(cfg.node.scheduler == "loops"); // the default
-    use_loop_scheduler(caf_cfg, cfg.node.loops);
-    sys = std::make_unique<caf::actor_system>(caf_cfg);
-    cfg.node.listen_host = "127.0.0.1";
-    cfg.node.listen_port = 0;
-    rt = std::make_unique<runtime>(*sys, cfg.runtime);
-    install(*rt, cfg);
-    front = std::make_unique<http_front>(*rt, cfg.node);
-  }
-
-  ~loop_node() {
-    if (front)
-      front->shutdown(1s);
-    front.reset();
-    rt.reset();
-    if (sys)
-      sys->await_actors_before_shutdown(false);
   }
 
   loop_scheduler& loops() { return *loop_scheduler::of(*sys); }
@@ -120,6 +99,37 @@ TEST_CASE("a call through an HTTP source stays on its connection's loop") {
     CHECK(st["loops"]["cross_loop_posts"] == 0);
     CHECK(up.requests == 20);
   }
+}
+
+TEST_CASE("concurrent calls on two loops: each attempt starts on its call's "
+          "loop and each answer reaches its connection there") {
+  test_upstream up;
+  loop_node node{up, 2};
+  // Eight clients at once, 25 calls each on fresh connections: the shared
+  // source actor is busy on one loop while calls arrive on the other. Had
+  // an attempt gone through it, its answer would come back on that loop.
+  std::vector<std::future<int>> clients;
+  for (int c = 0; c < 8; ++c)
+    clients.push_back(std::async(std::launch::async, [&node] {
+      int ok = 0;
+      for (int i = 0; i < 25; ++i)
+        ok += exchange(node.front->port(), http::verb::post,
+                       "/v1/chat/completions", "{}")
+                          .status == 200;
+      return ok;
+    }));
+  for (auto& c : clients)
+    CHECK(c.get() == 25);
+  auto st = node.status();
+  CHECK(st["loops"]["cross_loop_posts"] == 0);
+  json src;
+  for (auto& s : st["sources"])
+    if (s["name"] == "up")
+      src = s;
+  INFO(src.dump());
+  CHECK(src["attempts"]["total"] == 200);
+  CHECK(src["attempts"]["direct"] == 200); // none through the source actor
+  CHECK(up.requests == 200);
 }
 
 TEST_CASE("HTTP sources on the loops own no thread") {
