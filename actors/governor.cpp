@@ -100,9 +100,11 @@ struct governor_state {
 
   static inline const char* name = "sluice.governor";
 
-  /// Runs when the governor terminates (CAF destroys the state in its
-  /// cleanup, killed or not): an attempt still in flight that the governor
-  /// started itself has no actor watching it -- cancellation is this.
+  /// Runs when the governor terminates, killed or not (CAF destroys the
+  /// state as it finalizes the actor, before its cleanup): an attempt
+  /// still in flight that the governor started itself has no actor
+  /// watching it -- cancellation is this. (An actor the scheduler releases
+  /// at its stop is not finalized; its attempt then ends with the loops.)
   ~governor_state() {
     if (current)
       current->cancel_direct();
@@ -424,10 +426,23 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
     // actor, no hop to the loop that actor runs on.
     if (auto direct = src.direct.lock()) {
       auto me = caf::actor_cast<caf::actor_addr>(self);
-      auto id = direct->start(request, [me, seq](source_reply r) {
-        if (auto g = caf::actor_cast<caf::actor>(me))
-          caf::anon_send(g, direct_done_atom::value, seq, std::move(r));
-      });
+      uint64_t id = 0;
+      try {
+        id = direct->start(request, [me, seq](source_reply r) {
+          if (auto g = caf::actor_cast<caf::actor>(me))
+            caf::anon_send(g, direct_done_atom::value, seq, std::move(r));
+        });
+      } catch (const std::exception& e) {
+        // No memory to start it: nothing went upstream; a failed attempt.
+        static log_limit lim;
+        log_limited(lim, spdlog::level::warn,
+                    "governor: starting an attempt at {} failed: {}",
+                    src.name, e.what());
+        source_reply r;
+        r.kind = outcome_kind::transient;
+        on_outcome(self, std::move(r));
+        return;
+      }
       if (id != 0) {
         st.current->direct_id = id;
         st.current->direct = direct;

@@ -599,11 +599,25 @@ http_client::~http_client() {
 }
 
 void http_client::start(uint64_t id, call_request req, done_fn done) {
-  engine_->start(id, std::move(req), std::move(done));
+  if (!life_) {
+    engine_->start(id, std::move(req), std::move(done));
+    return;
+  }
+  // Under the token: a governor's state may cancel from any thread at any
+  // time, the scheduler's last moments included.
+  std::lock_guard<std::mutex> guard{life_->mx};
+  if (life_->alive)
+    engine_->start(id, std::move(req), std::move(done));
 }
 
 void http_client::cancel(uint64_t id) {
-  engine_->cancel(id);
+  if (!life_) {
+    engine_->cancel(id);
+    return;
+  }
+  std::lock_guard<std::mutex> guard{life_->mx};
+  if (life_->alive)
+    engine_->cancel(id);
 }
 
 } // namespace sluice::upstream

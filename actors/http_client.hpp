@@ -48,8 +48,9 @@ public:
               std::shared_ptr<loop_life> life = nullptr);
 
   /// From any thread, while `loop` runs or after it stopped: the attempts
-  /// in flight end unanswered and the pool closes, on the loop. What the
-  /// handlers still hold goes with the last of them.
+  /// in flight are answered `transient` ("the source stopped") and the pool
+  /// closes, on the loop (nothing is answered if the loop is gone). What
+  /// the handlers still hold goes with the last of them.
   ~http_client();
 
   http_client(const http_client&) = delete;
@@ -58,11 +59,13 @@ public:
   // -- attempts ---------------------------------------------------------------
 
   /// From any thread: sends `req` upstream as attempt `id`; `done` gets its
-  /// answer.
+  /// answer. Nothing happens once the loop is gone (`life`). Throws only
+  /// when the post cannot be allocated.
   void start(uint64_t id, call_request req, done_fn done);
 
   /// From any thread: the requester is gone, so attempt `id`'s upstream
-  /// request is closed now.
+  /// request is closed now (posted after its start, whose post it follows
+  /// on the loop's FIFO queue). Nothing happens once the loop is gone.
   void cancel(uint64_t id);
 
 private:

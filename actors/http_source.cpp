@@ -224,16 +224,8 @@ public:
     auto id = new_id(*lane);
     ++stats_->attempts;
     ++stats_->direct_attempts;
-    try {
-      engine->start(id, std::move(req), std::move(done));
-    } catch (const std::exception& e) {
-      // Only the post can throw (no memory): nothing was started.
-      static log_limit lim;
-      log_limited(lim, spdlog::level::warn,
-                  "http source {}: starting an attempt failed: {}",
-                  cfg_.base_url, e.what());
-      return 0;
-    }
+    // Only the post can throw (no memory): the caller answers it.
+    engine->start(id, std::move(req), std::move(done));
     return id;
   }
 

@@ -28,7 +28,6 @@ public:
       : caf::execution_unit(&sys)
       , owner(owner)
       , max_throughput_(max_throughput)
-      , ioc_(1)
       , work_(net::make_work_guard(ioc_)) {
     // nop
   }
@@ -200,10 +199,11 @@ private:
   static thread_local unit* current_;
 
   size_t max_throughput_;
-  // One thread runs it (hint 1): a handler posted from that thread goes to
-  // its private queue, with no lock and no `epoll_ctl` to interrupt the
-  // reactor (one per post from the loop itself, with the default hint).
-  // Posts from other threads still lock and wake it.
+  // The default concurrency hint, not 1: with 1, a handler posted from the
+  // loop's own thread waits in a private queue until the whole running
+  // handler (a drain batch) ends, so a post from another thread made later
+  // (a cancel) could run before it (the start it cancels). Every post
+  // here is FIFO.
   net::io_context ioc_;
   net::executor_work_guard<net::io_context::executor_type> work_;
   std::thread thread_;

@@ -42,8 +42,9 @@ constexpr size_t default_loop_throughput = 300;
 /// a timeout costs nothing. CAF cancels every terminating actor's timeouts
 /// (`cancel_timeouts`), and the thread-safe clock turns each cancellation
 /// into an event for its dispatch thread: one wake-up of that thread, and
-/// two context switches, per governor, so per call, although a governor
-/// on the happy path sets no timeout at all. This clock remembers which
+/// two context switches, per governor, so per call, although the governor
+/// of a unary call to a built-in source sets no timeout at all (a streamed
+/// call's TTFT and a service's source's attempt do). This clock remembers which
 /// actors set one (ordinary, multi or request timeouts; `delayed_send` is
 /// not cancelled by CAF anyway) and forwards only their cancellations.
 class loop_clock final : public caf::detail::thread_safe_actor_clock {

@@ -14,8 +14,9 @@
 #                               issue 14: CAF workers + 2 HTTP front threads)
 # Prints requests/s, p50, p99, non-2xx answers and socket errors for each,
 # and each rate's ratio to (b); then, at low load (1 connection), p50 and
-# p99 of the upstream directly and of each sluice-node variant, and the
-# microseconds each variant adds over the upstream.
+# p99 of the upstream directly and through each proxy (nginx, HAProxy and
+# Caddy too: what any hop costs on this machine), and the microseconds each
+# adds over the upstream.
 #
 #   bench/http_compare.sh [seconds_per_run] [connections...]
 #                          (defaults: 5 s; 16 and 64 connections)
@@ -193,13 +194,11 @@ if command -v caddy >/dev/null 2>&1; then
 else
   echo "http_compare: caddy not installed; its row is skipped"
 fi
-sluice_idx=()
 for i in "${!variants[@]}"; do
   v=${variants[i]}
   port=$((base + 10 + i))
   conf="$work/sluice-${v/=/}.toml"
   sluice_conf "$conf" "$port" "$v" "$up"
-  sluice_idx+=(${#names[@]})
   start "sluice-node $v" "$port" "$work/logs/sluice-${v/=/}.out" \
     "$node_bin" --config "$conf"
 done
@@ -274,7 +273,7 @@ for c in "${conns[@]}"; do
 done
 
 echo
-echo "low load (1 connection, wrk -t1): latency, and what sluice-node adds over the upstream"
+echo "low load (1 connection, wrk -t1): latency, and what each proxy adds over the upstream"
 printf "%-24s %10s %10s %12s %12s\n" target p50_us p99_us added_p50_us \
   added_p99_us
 measure 0 1 1
@@ -285,7 +284,8 @@ if [ -z "$direct" ]; then
 fi
 read -r _ d50 d99 _ <<<"$direct"
 printf "%-24s %10s %10s %12s %12s\n" upstream "$d50" "$d99" - -
-for i in "${sluice_idx[@]}"; do
+for i in "${!names[@]}"; do
+  [ "$i" -ne 0 ] || continue # the upstream itself, above
   measure "$i" 1 1
   line=$m_line
   if [ -z "$line" ]; then
