@@ -123,17 +123,22 @@ ready() {
 ready upstream "$up_pid" "$up" "$work/logs/upstream.out"
 ready "sluice-node $variant" "$node_pid" "$sl" "$work/logs/sluice.out"
 
+# still_alive WHEN: exits with the end of the node's log if it died during
+# WHEN.
+still_alive() {
+  alive "$node_pid" && return 0
+  echo "node_perf: FAILED: sluice-node $variant died during $1." \
+    "End of its log:" >&2
+  tail -n 5 "$work/logs/sluice.out" | sed 's/^/  | /' >&2
+  exit 1
+}
+
 url="http://127.0.0.1:$sl/v1/chat/completions"
 # Warm-up: the node's connections to the upstream and every thread it
 # starts lazily exist before perf attaches (perf -p counts the threads
 # that exist when it attaches).
 wrk -t2 -c"$conns" -d1s -s "$work/post.lua" "$url" > /dev/null 2>&1 || true
-if ! alive "$node_pid"; then
-  echo "node_perf: FAILED: sluice-node $variant died during the warm-up." \
-    "End of its log:" >&2
-  tail -n 5 "$work/logs/sluice.out" | sed 's/^/  | /' >&2
-  exit 1
-fi
+still_alive "the warm-up"
 threads_before=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 
 rc=0
@@ -141,12 +146,7 @@ perf stat -x, -o "$work/perf.csv" \
   -e task-clock,context-switches,cpu-migrations -p "$node_pid" -- \
   wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$work/post.lua" "$url" \
   > "$work/wrk.out" 2>&1 || rc=$?
-if ! alive "$node_pid"; then
-  echo "node_perf: FAILED: sluice-node $variant died during the run." \
-    "End of its log:" >&2
-  tail -n 5 "$work/logs/sluice.out" | sed 's/^/  | /' >&2
-  exit 1
-fi
+still_alive "the run"
 threads_after=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 if [ "$rc" -ne 0 ]; then
   echo "node_perf: FAILED: perf stat / wrk exited with status $rc:" >&2
