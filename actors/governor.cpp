@@ -390,6 +390,41 @@ void await_answer(governor_actor* self, Request&& request, uint64_t seq) {
       });
 }
 
+// On the loops, a built-in source's attempt runs on this loop and its
+// answer comes straight back: no message through the shared source actor,
+// no hop to the loop that actor runs on. False when the source cannot run
+// it here (the caller asks the source's actor); true when it started, or
+// failed to start and that outcome was taken.
+bool start_direct(governor_actor* self, const source_handle& src,
+                  call_request& request, uint64_t seq) {
+  auto direct = src.direct.lock();
+  if (!direct)
+    return false;
+  auto me = caf::actor_cast<caf::actor_addr>(self);
+  uint64_t id = 0;
+  try {
+    id = direct->start(request, [me, seq](source_reply r) {
+      if (auto g = caf::actor_cast<caf::actor>(me))
+        caf::anon_send(g, direct_done_atom::value, seq, std::move(r));
+    });
+  } catch (const std::exception& e) {
+    // No memory to start it: nothing went upstream; a failed attempt.
+    static log_limit lim;
+    log_limited(lim, spdlog::level::warn,
+                "governor: starting an attempt at {} failed: {}", src.name,
+                e.what());
+    source_reply r;
+    r.kind = outcome_kind::transient;
+    on_outcome(self, std::move(r));
+    return true;
+  }
+  if (id == 0)
+    return false;
+  self->state.current->direct_id = id;
+  self->state.current->direct = direct;
+  return true;
+}
+
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
                    const breaker_verdict& verdict) {
   auto& st = self->state;
@@ -421,34 +456,8 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   if (src.self_timed) {
     // The source answers `timeout` itself: no runner, no clock timer.
     request.timeout = limit;
-    // On the loops, a built-in source's attempt runs on this loop and its
-    // answer comes straight back: no message through the shared source
-    // actor, no hop to the loop that actor runs on.
-    if (auto direct = src.direct.lock()) {
-      auto me = caf::actor_cast<caf::actor_addr>(self);
-      uint64_t id = 0;
-      try {
-        id = direct->start(request, [me, seq](source_reply r) {
-          if (auto g = caf::actor_cast<caf::actor>(me))
-            caf::anon_send(g, direct_done_atom::value, seq, std::move(r));
-        });
-      } catch (const std::exception& e) {
-        // No memory to start it: nothing went upstream; a failed attempt.
-        static log_limit lim;
-        log_limited(lim, spdlog::level::warn,
-                    "governor: starting an attempt at {} failed: {}",
-                    src.name, e.what());
-        source_reply r;
-        r.kind = outcome_kind::transient;
-        on_outcome(self, std::move(r));
-        return;
-      }
-      if (id != 0) {
-        st.current->direct_id = id;
-        st.current->direct = direct;
-        return;
-      }
-    }
+    if (start_direct(self, src, request, seq))
+      return;
     await_answer(self,
                  self->request(src.actor, caf::infinite, attempt_atom_v,
                                std::move(request)),

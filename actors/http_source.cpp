@@ -172,13 +172,6 @@ public:
     // nop
   }
 
-  ~http_lanes() override {
-    for (auto& l : lanes_)
-      l.owned.reset(); // each closes its exchanges on its loop
-  }
-
-  size_t count() const noexcept { return lanes_.size(); }
-
   /// The lane of the calling thread, if it runs one of our loops.
   std::optional<size_t> here() const noexcept {
     auto i = loops_.current_index();
@@ -246,6 +239,7 @@ public:
 
 private:
   struct lane {
+    /// Going with the lanes, it closes its exchanges on its loop.
     std::unique_ptr<upstream::http_client> owned;
     /// `owned`, once built (read by `cancel` from any thread).
     std::atomic<upstream::http_client*> client{nullptr};

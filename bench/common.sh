@@ -38,19 +38,28 @@ variant_toml() {
   esac
 }
 
-# upstream_conf FILE PORT: nginx answering every request with a fixed
-# chat completion on 127.0.0.1:PORT.
-upstream_conf() {
-  cat > "$1" <<CONF
+# nginx_head NAME: the start of an nginx config of ours, up to inside its
+# http block (pid and error log named NAME, everything under `work`).
+nginx_head() {
+  cat <<CONF
 worker_processes 1;
 daemon off;
-pid $work/upstream.pid;
-error_log $work/logs/upstream.err warn;
+pid $work/$1.pid;
+error_log $work/logs/$1.err warn;
 events { worker_connections 4096; }
 http {
   access_log off;
   client_body_temp_path $work; proxy_temp_path $work;
   fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
+CONF
+}
+
+# upstream_conf FILE PORT: nginx answering every request with a fixed
+# chat completion on 127.0.0.1:PORT.
+upstream_conf() {
+  {
+    nginx_head upstream
+    cat <<CONF
   server {
     listen 127.0.0.1:$2;
     keepalive_requests 1000000;
@@ -61,6 +70,7 @@ http {
   }
 }
 CONF
+  } > "$1"
 }
 
 # sluice_conf FILE PORT VARIANT UPSTREAM_PORT: a sluice-node governing the

@@ -83,16 +83,9 @@ done
 
 mkdir -p "$work/logs" "$work/caddy"
 upstream_conf "$work/upstream.conf" "$up"
-cat > "$work/proxy.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/proxy.pid;
-error_log $work/logs/proxy.err warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work; proxy_temp_path $work;
-  fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
+{
+  nginx_head proxy
+  cat <<CONF
   upstream up { server 127.0.0.1:$up; keepalive 128; }
   server {
     listen 127.0.0.1:$px;
@@ -105,6 +98,7 @@ http {
   }
 }
 CONF
+} > "$work/proxy.conf"
 cat > "$work/haproxy.cfg" <<CONF
 global
   maxconn 4096
