@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <stdexcept>
+#include <string>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -12,6 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/execution_unit.hpp>
+#include <caf/logger.hpp>
 #include <caf/resumable.hpp>
 
 #include "sluice/actors/io_thread.hpp"
@@ -21,13 +25,29 @@ namespace sluice {
 
 namespace net = boost::asio;
 
-class loop_scheduler::unit final : public caf::execution_unit {
+namespace {
+
+/// Tells loop schedulers apart (a new one may reuse a destroyed one's
+/// address: a thread's stale note must not match it).
+std::atomic<uint64_t> scheduler_ids{0};
+
+} // namespace
+
+class loop_scheduler::unit final
+    : public caf::execution_unit,
+      public std::enable_shared_from_this<unit> {
 public:
-  unit(caf::actor_system& sys, const loop_scheduler* owner,
-       size_t max_throughput)
+  /// A loop of its own (`external` null: an io_context and a thread of
+  /// the unit's own), or a service's io_context, run by the service.
+  unit(caf::actor_system& sys, const loop_scheduler* owner, uint64_t owner_id,
+       size_t max_throughput, net::io_context* external)
       : caf::execution_unit(&sys)
       , owner(owner)
+      , owner_id_(owner_id)
       , max_throughput_(max_throughput)
+      , own_(external == nullptr ? std::make_unique<net::io_context>()
+                                 : nullptr)
+      , ioc_(external != nullptr ? *external : *own_)
       , work_(net::make_work_guard(ioc_)) {
     // nop
   }
@@ -41,6 +61,8 @@ public:
   }
 
   net::io_context& loop() noexcept { return ioc_; }
+
+  bool external() const noexcept { return own_ == nullptr; }
 
   const std::shared_ptr<loop_life>& life() const noexcept { return life_; }
 
@@ -76,7 +98,7 @@ public:
     }
     if (wake) {
       try {
-        net::post(ioc_, [this] { drain(); });
+        net::post(ioc_, [keep = keep_alive(), this] { drain(); });
       } catch (...) {
         std::lock_guard<std::mutex> guard{mx_};
         drain_posted_ = false; // the next job posts again
@@ -85,8 +107,15 @@ public:
   }
 
   void start() {
+    if (external()) {
+      // The service's thread that runs the loop learns it is one (the
+      // first handler of ours it runs; a service's handler queued before
+      // it is not on a loop yet, and its sends take the round robin).
+      net::post(ioc_, [keep = keep_alive(), this] { enter(); });
+      return;
+    }
     thread_ = std::thread{[this] {
-      current_ = this;
+      enter();
       system().thread_started();
       upstream::run_until_stopped(ioc_, [](const char* what) {
         // An actor's exception is CAF's to handle inside `resume`; this is
@@ -98,7 +127,7 @@ public:
                     what != nullptr ? what : "an unknown exception");
       });
       system().thread_terminates();
-      current_ = nullptr;
+      leave();
     }};
   }
 
@@ -106,30 +135,56 @@ public:
   /// own workers do with what was queued before their stop), up to
   /// `stop_rounds` rounds of what those queue in turn, so an actor sent its
   /// exit just before the stop still ends (and its state is freed).
+  /// A service's loop is not stopped: it is left (`finish_stop`) and runs
+  /// on for the service.
   void request_stop() {
     work_.reset();
     try {
-      net::post(ioc_, [this] {
-        for (int round = 0; round < stop_rounds; ++round) {
-          {
-            std::lock_guard<std::mutex> guard{mx_};
-            if (jobs_.empty())
-              break;
-          }
-          drain();
-        }
-        ioc_.stop();
-      });
+      net::post(ioc_, [keep = keep_alive(), this] { finish_stop(); });
     } catch (...) {
-      ioc_.stop(); // no memory for the post: what is queued is released
+      // No memory for the post: what is queued is released.
+      if (external())
+        set_stopped();
+      else
+        ioc_.stop();
     }
   }
 
+  /// On the loop (or on the service's thread that stops the system while it
+  /// runs this loop): the last rounds of jobs, then the loop is left.
+  void finish_stop() {
+    for (int round = 0; round < stop_rounds; ++round) {
+      {
+        std::lock_guard<std::mutex> guard{mx_};
+        if (jobs_.empty())
+          break;
+      }
+      drain();
+    }
+    if (!external()) {
+      ioc_.stop();
+      return;
+    }
+    if (current_.u == this)
+      leave();
+    // A spawn leaves its thread holding the system's logger (CAF 0.17's
+    // `spawn_impl`), and the system's destructor waits until every such
+    // hold is gone: a thread of ours drops it as it ends; the service's
+    // thread runs on, so it drops it here.
+    caf::logger::set_current_actor_system(nullptr);
+    set_stopped();
+  }
+
   /// Joins the loop's thread (after `request_stop`); jobs still queued
-  /// stay queued.
-  void join() {
+  /// stay queued. A service's loop: waits up to `wait` until the loop ran
+  /// `finish_stop`; false if it did not (the service did not run it).
+  bool join(std::chrono::milliseconds wait) {
     if (thread_.joinable())
       thread_.join();
+    if (!external())
+      return true;
+    std::unique_lock<std::mutex> guard{mx_};
+    return stopped_cv_.wait_for(guard, wait, [this] { return left_; });
   }
 
   /// Rounds of queued jobs a stopping loop still runs.
@@ -155,13 +210,16 @@ public:
     stopped_ = true;
   }
 
-  /// The unit of the calling thread, if it is one of `owner`'s.
-  static unit* current(const loop_scheduler* of) noexcept {
-    return current_ != nullptr && current_->owner == of ? current_ : nullptr;
+  /// The unit of the calling thread, if it is one of the scheduler's with
+  /// id `owner_id`.
+  static unit* current(uint64_t owner_id) noexcept {
+    return current_.u != nullptr && current_.owner_id == owner_id
+               ? current_.u
+               : nullptr;
   }
 
-  /// The unit of the calling thread, of any loop scheduler.
-  static unit* any_current() noexcept { return current_; }
+  /// The loop of the calling thread, of any loop scheduler.
+  static net::io_context* any_current_loop() noexcept { return current_.loop; }
 
   const loop_scheduler* owner;
   size_t index = 0;
@@ -196,7 +254,39 @@ private:
     }
   }
 
-  static thread_local unit* current_;
+  /// What a loop's thread knows of its loop. Compared by the scheduler's
+  /// id, never read through the pointer of another scheduler's unit: a
+  /// service's thread keeps its note should the service stop running the
+  /// loop before the scheduler's stop reached it.
+  struct thread_note {
+    uint64_t owner_id = 0;
+    class unit* u = nullptr;
+    net::io_context* loop = nullptr;
+  };
+
+  void enter() noexcept { current_ = {owner_id_, this, &ioc_}; }
+
+  static void leave() noexcept { current_ = {}; }
+
+  void set_stopped() {
+    {
+      std::lock_guard<std::mutex> guard{mx_};
+      left_ = true;
+    }
+    stopped_cv_.notify_all();
+  }
+
+  /// What a handler posted to a service's loop holds: the unit outlives it
+  /// there (the loop may run it after the scheduler is gone). A unit's own
+  /// loop goes with the unit: its handlers hold nothing (they would hold
+  /// the unit through its own io_context).
+  std::shared_ptr<unit> keep_alive() {
+    return external() ? shared_from_this() : nullptr;
+  }
+
+  static thread_local thread_note current_;
+
+  uint64_t owner_id_;
 
   size_t max_throughput_;
   // The default concurrency hint, not 1: with 1, a handler posted from the
@@ -204,7 +294,8 @@ private:
   // handler (a drain batch) ends, so a post from another thread made later
   // (a cancel) could run before it (the start it cancels). Every post
   // here is FIFO.
-  net::io_context ioc_;
+  std::unique_ptr<net::io_context> own_;
+  net::io_context& ioc_;
   net::executor_work_guard<net::io_context::executor_type> work_;
   std::thread thread_;
   std::mutex mx_;
@@ -213,9 +304,19 @@ private:
   bool drain_posted_ = false;
   std::shared_ptr<loop_life> life_ = std::make_shared<loop_life>();
   bool stopped_ = false;
+  /// A service's loop ran `finish_stop` (under `mx_`).
+  bool left_ = false;
+  std::condition_variable stopped_cv_;
 };
 
-thread_local loop_scheduler::unit* loop_scheduler::unit::current_ = nullptr;
+namespace {
+
+log_limit stop_log;
+
+} // namespace
+
+thread_local loop_scheduler::unit::thread_note
+    loop_scheduler::unit::current_{};
 
 // -- loop_clock ---------------------------------------------------------------
 
@@ -263,8 +364,21 @@ size_t loop_clock::timed_actors() const {
 }
 
 loop_scheduler::loop_scheduler(caf::actor_system& sys, size_t loops)
-    : super(sys), loop_count_(std::max<size_t>(loops, 1)) {
+    : super(sys)
+    , id_(++scheduler_ids)
+    , loop_count_(std::max<size_t>(loops, 1)) {
   // nop
+}
+
+loop_scheduler::loop_scheduler(caf::actor_system& sys,
+                               std::vector<net::io_context*> loops,
+                               std::chrono::milliseconds stop_wait)
+    : super(sys)
+    , id_(++scheduler_ids)
+    , loop_count_(loops.size())
+    , external_(std::move(loops))
+    , stop_wait_(stop_wait) {
+  // nop (`use_loop_scheduler` checked the loops)
 }
 
 loop_scheduler::~loop_scheduler() {
@@ -283,7 +397,9 @@ void loop_scheduler::init(caf::actor_system_config& cfg) {
 
 void loop_scheduler::start() {
   for (size_t i = 0; i < loop_count_; ++i) {
-    units_.push_back(std::make_unique<unit>(system(), this, max_throughput_));
+    units_.push_back(std::make_shared<unit>(
+        system(), this, id_, max_throughput_,
+        external_.empty() ? nullptr : external_[i]));
     units_.back()->index = i;
   }
   for (auto& u : units_)
@@ -297,11 +413,29 @@ void loop_scheduler::start() {
 }
 
 void loop_scheduler::stop() {
+  // The stop waits for the loops: not from one of them.
+  auto* here = unit::current(id_);
+  if (here != nullptr)
+    assert_not_on_loop("stopping the actor system (destroy it from a thread "
+                       "that runs none of its loops)");
   stop_actors();
   for (auto& u : units_) // all at once: a job run while stopping may
     u->request_stop();   // wake an actor on another loop
-  for (auto& u : units_)
-    u->join();
+  if (here != nullptr && here->external())
+    here->finish_stop(); // this thread runs it: it cannot wait for itself
+  for (auto& u : units_) {
+    if (u->join(stop_wait_))
+      continue;
+    // The service did not run this loop during the stop: what is queued
+    // on it is released below without running (an actor sent its exit
+    // then ends without its last handlers), and its handlers of ours,
+    // should the service run the loop later, find nothing to do.
+    log_limited(stop_log, spdlog::level::err,
+                "the actor system stopped without event loop {}: the "
+                "service did not run it for {} ms; its queued jobs are "
+                "released unrun",
+                u->index, stop_wait_.count());
+  }
   clock_.cancel_dispatch_loop();
   if (clock_thread_.joinable())
     clock_thread_.join();
@@ -324,7 +458,7 @@ void loop_scheduler::enqueue(caf::resumable* job) {
     cleanup_and_release(job);
     return;
   }
-  if (auto* u = unit::current(this)) {
+  if (auto* u = unit::current(id_)) {
     u->exec_later(job);
     return;
   }
@@ -337,12 +471,11 @@ net::io_context& loop_scheduler::loop(size_t i) {
 }
 
 net::io_context* loop_scheduler::current_loop() noexcept {
-  auto* u = unit::any_current();
-  return u != nullptr ? &u->loop() : nullptr;
+  return unit::any_current_loop();
 }
 
 size_t loop_scheduler::current_index() const noexcept {
-  auto* u = unit::current(this);
+  auto* u = unit::current(id_);
   return u != nullptr ? u->index : std::numeric_limits<size_t>::max();
 }
 
@@ -402,6 +535,30 @@ void use_loop_scheduler(caf::actor_system_config& cfg, size_t loops) {
   cfg.module_factories.push_back(
       [loops](caf::actor_system& sys) -> caf::actor_system::module* {
         return new loop_scheduler(sys, loops);
+      });
+}
+
+void use_loop_scheduler(caf::actor_system_config& cfg,
+                        std::vector<boost::asio::io_context*> loops,
+                        std::chrono::milliseconds stop_wait) {
+  if (loops.empty())
+    throw std::invalid_argument("use_loop_scheduler: no io_context given");
+  for (size_t i = 0; i < loops.size(); ++i) {
+    if (loops[i] == nullptr)
+      throw std::invalid_argument("use_loop_scheduler: io_context " +
+                                  std::to_string(i) + " is null");
+    for (size_t j = 0; j < i; ++j)
+      if (loops[j] == loops[i])
+        throw std::invalid_argument(
+            "use_loop_scheduler: io_context " + std::to_string(i) +
+            " is given twice (one io_context is one loop)");
+  }
+  if (stop_wait.count() < 0)
+    throw std::invalid_argument("use_loop_scheduler: stop_wait is negative");
+  cfg.module_factories.push_back(
+      [loops = std::move(loops),
+       stop_wait](caf::actor_system& sys) -> caf::actor_system::module* {
+        return new loop_scheduler(sys, loops, stop_wait);
       });
 }
 

@@ -8,7 +8,9 @@
 // with CAF's work-sharing scheduler and an I/O thread of our own).
 //
 // Installed as CAF's scheduler module (`use_loop_scheduler`); an actor
-// system without it keeps CAF's own, and tests keep CAF's testing one.
+// system without it keeps CAF's own, and tests keep CAF's testing one. The
+// loops are the scheduler's own (an io_context and a thread each) or a
+// service's io_contexts, each run by one thread of the service.
 // Timers stay on CAF's thread-safe clock and its one dispatch thread
 // (`loop_clock`: an actor that never set a timeout does not wake it).
 //
@@ -18,6 +20,7 @@
 // block on a loop: `assert_not_on_loop` guards the blocking paths.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -37,6 +40,10 @@ namespace sluice {
 /// A loop's jobs per turn of one actor when `scheduler.max-throughput` is
 /// not set (CAF's default, unbounded, would let one busy actor hold a loop).
 constexpr size_t default_loop_throughput = 300;
+
+/// On a service's loops: how long the actor system's stop waits for each
+/// loop to run its last jobs (`use_loop_scheduler` with io_contexts).
+constexpr std::chrono::milliseconds default_loop_stop_wait{10000};
 
 /// CAF's thread-safe clock, except that the end of an actor that never set
 /// a timeout costs nothing. CAF cancels every terminating actor's timeouts
@@ -83,7 +90,14 @@ class loop_scheduler : public caf::scheduler::abstract_coordinator {
 public:
   using super = caf::scheduler::abstract_coordinator;
 
+  /// `loops` loops of its own (at least one).
   loop_scheduler(caf::actor_system& sys, size_t loops);
+
+  /// The service's `loops` (non-null, distinct), each run by one thread of
+  /// the service; the stop waits up to `stop_wait` for each.
+  loop_scheduler(caf::actor_system& sys,
+                 std::vector<boost::asio::io_context*> loops,
+                 std::chrono::milliseconds stop_wait);
 
   ~loop_scheduler() override;
 
@@ -129,15 +143,49 @@ public:
 private:
   class unit;
 
+  /// Unique for the process's life (a thread's note of its loop names it).
+  uint64_t id_;
   size_t loop_count_;
-  std::vector<std::unique_ptr<unit>> units_;
+  /// A service's loops (empty: the scheduler's own).
+  std::vector<boost::asio::io_context*> external_;
+  std::chrono::milliseconds stop_wait_ = default_loop_stop_wait;
+  /// Shared: a handler on a service's loop keeps its unit (below).
+  std::vector<std::shared_ptr<unit>> units_;
   std::atomic<bool> closed_{false};
   loop_clock clock_;
   std::thread clock_thread_;
 };
 
 /// Makes the actor system built from `cfg` run its actors on `loops` Asio
-/// loops (at least one).
+/// loops (at least one), each an io_context and a thread of the scheduler.
 void use_loop_scheduler(caf::actor_system_config& cfg, size_t loops);
+
+/// Makes the actor system built from `cfg` run its actors on a service's
+/// own io_contexts: one loop each, so each must be run by exactly one
+/// thread of the service (an io_context run by several threads would run
+/// an HTTP source's connections of that loop on two threads at once).
+/// The service's sockets and timers on them share the threads with the
+/// actors, and a request that stays on its loop crosses no thread.
+///  - The scheduler holds work on each (its `run()` does not return while
+///    the system lives) and never stops one.
+///  - A thread learns it runs a loop with the first handler of the
+///    scheduler's it runs, posted when the system starts.
+///  - Destroy the actor system from a thread that runs none of the loops,
+///    while the service still runs them: its stop waits, up to
+///    `stop_wait` for each loop, until the loop ran its last jobs; a loop
+///    not run meanwhile has its jobs released unrun (logged). The
+///    io_contexts may be destroyed only after the system.
+///  - CAF 0.17's destructor of the system also waits until no thread holds
+///    its logger, and every thread that spawned an actor does until it
+///    ends (CAF's `spawn_impl`): a loop's thread lets go at the stop; a
+///    service's thread that stopped running its loop before the stop, or
+///    another thread of the service that made calls, must have ended (or
+///    call `caf::logger::set_current_actor_system(nullptr)`) first.
+/// Throws `std::invalid_argument` for no loop, a null or repeated one, or
+/// a negative `stop_wait`.
+void use_loop_scheduler(caf::actor_system_config& cfg,
+                        std::vector<boost::asio::io_context*> loops,
+                        std::chrono::milliseconds stop_wait =
+                            default_loop_stop_wait);
 
 } // namespace sluice

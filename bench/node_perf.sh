@@ -14,6 +14,13 @@
 #     seconds      of the measured run (default 5; a 1 s warm-up before it)
 #     connections  wrk's (default 16; wrk -t2)
 #   SLUICE_BENCH_PORT=N  first port (default 18200; uses N and N+1)
+#   SLUICE_PERF_EVENTS=E1,E2  more perf events to count, printed per request
+#                        (e.g. a uprobe on malloc: `perf probe -x
+#                        /lib/x86_64-linux-gnu/libc.so.6 malloc`, then
+#                        SLUICE_PERF_EVENTS=probe_libc:malloc)
+#   SLUICE_PERF_RECORD=FILE  then profiles the node during a second run of
+#                        the same length (`perf record -g`, written to FILE;
+#                        read it with `perf report -i FILE --no-children`)
 #
 # Needs perf (Debian linux-perf, installed when missing) allowed to count
 # on another process: exits non-zero, saying how to allow it, when not.
@@ -143,8 +150,8 @@ threads_before=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 
 rc=0
 perf stat -x, -o "$work/perf.csv" \
-  -e task-clock,context-switches,cpu-migrations -p "$node_pid" -- \
-  wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$work/post.lua" "$url" \
+  -e "task-clock,context-switches,cpu-migrations${SLUICE_PERF_EVENTS:+,$SLUICE_PERF_EVENTS}" \
+  -p "$node_pid" -- wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$work/post.lua" "$url" \
   > "$work/wrk.out" 2>&1 || rc=$?
 still_alive "the run"
 threads_after=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
@@ -205,6 +212,13 @@ awk -v t="$task_ms" -v c="$cs" -v m="$mig" -v n="$requests" -v s="$secs" '
     printf "per request: CPU %.1f us, context switches %.2f, cpu-migrations %.4f\n",
       t * 1000 / n, c / n, m / n
   }'
+if [ -n "${SLUICE_PERF_EVENTS:-}" ]; then
+  awk -F, -v n="$requests" -v want="$SLUICE_PERF_EVENTS" '
+    BEGIN { k = split(want, w, ",") }
+    { for (i = 1; i <= k; i++) if ($3 == w[i])
+        printf "per request: %s %.2f\n", w[i], ($1 ~ /^[0-9.]+$/ ? $1 / n : -1) }
+  ' "$work/perf.csv"
+fi
 # Where the node's answers came from (loops only): results handed to a
 # connection from another thread than its loop's.
 if loops=$(curl -s "http://127.0.0.1:$sl/status" |
@@ -213,5 +227,18 @@ if loops=$(curl -s "http://127.0.0.1:$sl/status" |
   [ "$count" -gt 0 ] &&
     awk -v c="$cross" -v n="$requests" -v k="$count" 'BEGIN {
       printf "loops: %d, cross-loop posts %d (%.3f per request)\n", k, c, c / n }'
+fi
+if [ -n "${SLUICE_PERF_RECORD:-}" ]; then
+  perf record -q -g -o "$SLUICE_PERF_RECORD" -p "$node_pid" -- \
+    wrk -t2 -c"$conns" -d"${secs}s" -s "$work/post.lua" "$url" \
+    > "$work/wrk-profiled.out" 2>&1 || rc=$?
+  still_alive "the profiled run"
+  if [ "$rc" -ne 0 ]; then
+    echo "node_perf: FAILED: perf record / wrk exited with status $rc:" >&2
+    sed 's/^/  | /' "$work/wrk-profiled.out" | tail -n 12 >&2
+    exit 1
+  fi
+  echo "profile: $SLUICE_PERF_RECORD ($(awk '/ requests in / { print $1 }' \
+    "$work/wrk-profiled.out") requests)"
 fi
 exit 0

@@ -9,8 +9,10 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -219,4 +221,58 @@ TEST_CASE("the loops stop with calls and upstream connections in flight") {
   // and the sources stopped in time (no state left behind).
   CHECK_FALSE(log.has("did not close"));
   CHECK_FALSE(log.has("did not stop"));
+}
+
+TEST_CASE("embedded on a service's own io_contexts: a call made on a loop "
+          "is answered there, its HTTP attempt started on that loop") {
+  test_upstream up;
+  boost::asio::io_context loop_a, loop_b;
+  auto hold_a = boost::asio::make_work_guard(loop_a);
+  auto hold_b = boost::asio::make_work_guard(loop_b);
+  std::thread ta{[&] { loop_a.run(); }}, tb{[&] { loop_b.run(); }};
+  auto id_of = [](std::thread& t) { return t.get_id(); };
+  {
+    caf::actor_system_config caf_cfg;
+    add_error_category(caf_cfg);
+    use_loop_scheduler(caf_cfg, {&loop_a, &loop_b});
+    caf::actor_system sys{caf_cfg};
+    {
+      runtime rt{sys, runtime_config{}};
+      http_source_config http;
+      http.base_url = up.url("/ok");
+      auto src = rt.add_http_source("up", http, {});
+      rt.add_route({"/a", "chat", {"up"}, {}, {}});
+      struct answer {
+        std::thread::id made_on, answered_on;
+        call_status status;
+      };
+      for (int i = 0; i < 20; ++i) {
+        auto& loop = i % 2 == 0 ? loop_a : loop_b;
+        auto want = id_of(i % 2 == 0 ? ta : tb);
+        auto out = std::make_shared<std::promise<answer>>();
+        boost::asio::post(loop, [&rt, out] {
+          call_request req;
+          req.route = "/a";
+          req.payload = "{}";
+          auto made_on = std::this_thread::get_id();
+          rt.call(std::move(req), [out, made_on](call_result r) {
+            out->set_value({made_on, std::this_thread::get_id(), r.status});
+          });
+        });
+        auto got = out->get_future();
+        REQUIRE(got.wait_for(10s) == std::future_status::ready);
+        auto a = got.get();
+        CHECK(a.status == call_status::ok);
+        CHECK(a.made_on == want);
+        CHECK(a.answered_on == want); // no other thread on the way back
+      }
+      CHECK(src.stats->attempts == 20);
+      CHECK(src.stats->direct_attempts == 20); // each on its caller's loop
+    }
+  } // the system stops while the service runs its loops
+  hold_a.reset();
+  hold_b.reset();
+  ta.join(); // the loops return: the scheduler holds no more work on them
+  tb.join();
+  CHECK(up.requests == 20);
 }
