@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include <boost/asio/detail/concurrency_hint.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <caf/actor_system.hpp>
@@ -30,6 +31,9 @@ namespace {
 /// Tells loop schedulers apart (a new one may reuse a destroyed one's
 /// address: a thread's stale note must not match it).
 std::atomic<uint64_t> scheduler_ids{0};
+
+log_limit stop_log;
+log_limit stop_busy_log;
 
 } // namespace
 
@@ -138,7 +142,10 @@ public:
   /// A service's loop is not stopped: it is left (`finish_stop`) and runs
   /// on for the service.
   void request_stop() {
-    work_.reset();
+    if (!external())
+      work_.reset();
+    // A service's loop lets go of its work only once it ran this (else an
+    // io_context with no other work would stop before running it).
     try {
       net::post(ioc_, [keep = keep_alive(), this] { finish_stop(); });
     } catch (...) {
@@ -177,14 +184,28 @@ public:
 
   /// Joins the loop's thread (after `request_stop`); jobs still queued
   /// stay queued. A service's loop: waits up to `wait` until the loop ran
-  /// `finish_stop`; false if it did not (the service did not run it).
+  /// `finish_stop`; false if it did not. Then no job runs there any more:
+  /// one still running (a handler slower than `wait`) is waited for
+  /// without a limit -- the system must outlive it -- and later ones are
+  /// left for `release_queued`.
   bool join(std::chrono::milliseconds wait) {
     if (thread_.joinable())
       thread_.join();
     if (!external())
       return true;
     std::unique_lock<std::mutex> guard{mx_};
-    return stopped_cv_.wait_for(guard, wait, [this] { return left_; });
+    if (stopped_cv_.wait_for(guard, wait, [this] { return left_; }))
+      return true;
+    stopped_ = true; // drains from here on run nothing; new jobs are released
+    if (running_) {
+      log_limited(stop_busy_log, spdlog::level::warn,
+                  "event loop {} still runs a batch of actors' jobs after "
+                  "{} ms of the actor system's stop; waiting for it",
+                  index, wait.count());
+      stopped_cv_.wait(guard, [this] { return !running_; });
+    }
+    release_work();
+    return false;
   }
 
   /// Rounds of queued jobs a stopping loop still runs.
@@ -226,18 +247,31 @@ public:
 
 private:
   // Runs what is queued now; jobs queued meanwhile wait for the next drain,
-  // so sockets' handlers get their turn between batches.
+  // so sockets' handlers get their turn between batches. Nothing once the
+  // loop is stopped or left.
   void drain() {
     {
       std::lock_guard<std::mutex> guard{mx_};
-      batch_.swap(jobs_);
       drain_posted_ = false;
+      if (stopped_)
+        return;
+      batch_.swap(jobs_);
+      running_ = true;
     }
+    // The thread that runs a service's loop now (should the service have
+    // moved it to another).
+    if (external())
+      enter();
     // `resume` does not throw (CAF handles an actor's exceptions) and the
     // re-queue of `resume_later` does not either (`exec_later`).
     for (auto* job : batch_)
       run(job);
     batch_.clear(); // keeps its capacity: the next swap allocates nothing
+    {
+      std::lock_guard<std::mutex> guard{mx_};
+      running_ = false;
+    }
+    stopped_cv_.notify_all();
   }
 
   // As CAF's worker does with a job's answer.
@@ -268,12 +302,23 @@ private:
 
   static void leave() noexcept { current_ = {}; }
 
+  // A service's loop is left: jobs that reach it from here on are released
+  // at once (as after the stop), not run on the service's thread.
   void set_stopped() {
     {
       std::lock_guard<std::mutex> guard{mx_};
       left_ = true;
+      stopped_ = true;
     }
+    release_work();
     stopped_cv_.notify_all();
+  }
+
+  /// Lets the service's io_context go: with no other work, its `run()`
+  /// returns. Once (from the loop or from the stopping thread).
+  void release_work() {
+    std::lock_guard<std::mutex> guard{work_mx_};
+    work_.reset();
   }
 
   /// What a handler posted to a service's loop holds: the unit outlives it
@@ -306,14 +351,11 @@ private:
   bool stopped_ = false;
   /// A service's loop ran `finish_stop` (under `mx_`).
   bool left_ = false;
+  /// A drain is running its batch (under `mx_`).
+  bool running_ = false;
+  std::mutex work_mx_;
   std::condition_variable stopped_cv_;
 };
-
-namespace {
-
-log_limit stop_log;
-
-} // namespace
 
 thread_local loop_scheduler::unit::thread_note
     loop_scheduler::unit::current_{};
@@ -413,7 +455,9 @@ void loop_scheduler::start() {
 }
 
 void loop_scheduler::stop() {
-  // The stop waits for the loops: not from one of them.
+  // The stop waits for the loops: not from one of them. Unsupported (with
+  // actors awaited, CAF's own wait for them deadlocks before this); if it
+  // gets here anyway, this loop's part runs inline below.
   auto* here = unit::current(id_);
   if (here != nullptr)
     assert_not_on_loop("stopping the actor system (destroy it from a thread "
@@ -439,16 +483,18 @@ void loop_scheduler::stop() {
   clock_.cancel_dispatch_loop();
   if (clock_thread_.joinable())
     clock_thread_.join();
-  // Jobs still queued (queued late, or by an actor that never stops) are
-  // released as CAF does: cleaned up, their state left allocated.
+  // A job enqueued from here on is released at once; jobs still queued
+  // (queued late, or by an actor that never stops) are released as CAF
+  // does: cleaned up, their state left allocated. Closed first: no job can
+  // slip in between the last release and the close.
+  closed_ = true;
+  for (auto& u : units_)
+    u->close();
   for (bool any = true; any;) {
     any = false;
     for (auto& u : units_)
       any = u->release_queued() || any;
   }
-  closed_ = true; // a job enqueued from here on is released at once
-  for (auto& u : units_)
-    u->close();
   // The units (and their io_contexts) stay until the destructor: threads
   // CAF has not joined yet (detached actors) may still enqueue meanwhile.
 }
@@ -538,23 +584,34 @@ void use_loop_scheduler(caf::actor_system_config& cfg, size_t loops) {
       });
 }
 
-void use_loop_scheduler(caf::actor_system_config& cfg,
-                        std::vector<boost::asio::io_context*> loops,
-                        std::chrono::milliseconds stop_wait) {
+void use_service_loops(caf::actor_system_config& cfg,
+                       std::vector<boost::asio::io_context*> loops,
+                       std::chrono::milliseconds stop_wait) {
+  auto refuse = [](const std::string& why) {
+    throw std::invalid_argument("use_service_loops: " + why);
+  };
   if (loops.empty())
-    throw std::invalid_argument("use_loop_scheduler: no io_context given");
+    refuse("no io_context given");
   for (size_t i = 0; i < loops.size(); ++i) {
+    auto n = "io_context " + std::to_string(i);
     if (loops[i] == nullptr)
-      throw std::invalid_argument("use_loop_scheduler: io_context " +
-                                  std::to_string(i) + " is null");
+      refuse(n + " is null");
     for (size_t j = 0; j < i; ++j)
       if (loops[j] == loops[i])
-        throw std::invalid_argument(
-            "use_loop_scheduler: io_context " + std::to_string(i) +
-            " is given twice (one io_context is one loop)");
+        refuse(n + " is given twice (one io_context is one loop)");
+    // With hint 1 (or an unlocked one) a handler posted from the loop's
+    // own thread waits in a private queue while one posted later from
+    // another thread may run first: an attempt's cancel could overtake its
+    // start. The loops rely on posts running in order.
+    int hint = net::use_service<net::detail::io_context_impl>(*loops[i])
+                   .concurrency_hint();
+    if (hint == 1 || !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(SCHEDULER, hint) ||
+        !BOOST_ASIO_CONCURRENCY_HINT_IS_LOCKING(REACTOR_IO, hint))
+      refuse(n + " was made with concurrency hint " + std::to_string(hint) +
+             " (one thread, or no locking): make it with the default hint");
   }
   if (stop_wait.count() < 0)
-    throw std::invalid_argument("use_loop_scheduler: stop_wait is negative");
+    refuse("stop_wait is negative");
   cfg.module_factories.push_back(
       [loops = std::move(loops),
        stop_wait](caf::actor_system& sys) -> caf::actor_system::module* {

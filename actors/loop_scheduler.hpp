@@ -42,7 +42,7 @@ namespace sluice {
 constexpr size_t default_loop_throughput = 300;
 
 /// On a service's loops: how long the actor system's stop waits for each
-/// loop to run its last jobs (`use_loop_scheduler` with io_contexts).
+/// loop to run its last jobs (`use_service_loops`).
 constexpr std::chrono::milliseconds default_loop_stop_wait{10000};
 
 /// CAF's thread-safe clock, except that the end of an actor that never set
@@ -161,31 +161,36 @@ private:
 void use_loop_scheduler(caf::actor_system_config& cfg, size_t loops);
 
 /// Makes the actor system built from `cfg` run its actors on a service's
-/// own io_contexts: one loop each, so each must be run by exactly one
-/// thread of the service (an io_context run by several threads would run
-/// an HTTP source's connections of that loop on two threads at once).
-/// The service's sockets and timers on them share the threads with the
-/// actors, and a request that stays on its loop crosses no thread.
-///  - The scheduler holds work on each (its `run()` does not return while
-///    the system lives) and never stops one.
-///  - A thread learns it runs a loop with the first handler of the
-///    scheduler's it runs, posted when the system starts.
+/// own io_contexts, one loop each. The service's sockets and timers on them
+/// share the threads with the actors, and a request that stays on its loop
+/// crosses no thread. What the service must do:
+///  - Run each io_context on exactly one thread, the same one from the
+///    system's start to its stop (the thread that runs a loop is the one
+///    that runs the scheduler's handlers; an io_context run by several
+///    threads would run an HTTP source's connections of that loop on two
+///    at once).
+///  - Make each with the default concurrency hint: the loops rely on posts
+///    running in order, which hint 1 breaks (refused).
 ///  - Destroy the actor system from a thread that runs none of the loops,
-///    while the service still runs them: its stop waits, up to
-///    `stop_wait` for each loop, until the loop ran its last jobs; a loop
-///    not run meanwhile has its jobs released unrun (logged). The
-///    io_contexts may be destroyed only after the system.
-///  - CAF 0.17's destructor of the system also waits until no thread holds
-///    its logger, and every thread that spawned an actor does until it
-///    ends (CAF's `spawn_impl`): a loop's thread lets go at the stop; a
-///    service's thread that stopped running its loop before the stop, or
-///    another thread of the service that made calls, must have ended (or
-///    call `caf::logger::set_current_actor_system(nullptr)`) first.
-/// Throws `std::invalid_argument` for no loop, a null or repeated one, or
-/// a negative `stop_wait`.
-void use_loop_scheduler(caf::actor_system_config& cfg,
-                        std::vector<boost::asio::io_context*> loops,
-                        std::chrono::milliseconds stop_wait =
-                            default_loop_stop_wait);
+///    while the service still runs them. The stop waits up to `stop_wait`
+///    for each loop to run its last jobs; a loop still busy with a batch
+///    of jobs then is waited for until the batch ends; a loop the service
+///    did not run has its jobs released unrun (logged). From then on a job
+///    for a loop is released, never run on the service's thread.
+///  - Destroy the io_contexts only after the system.
+/// The scheduler holds work on each io_context while the system lives, and
+/// lets go of it at the stop, once the loop ran its last jobs: a service
+/// that holds no work of its own then sees `run()` return. CAF 0.17's
+/// destructor of the system also waits until no thread holds its logger,
+/// and every thread that spawned an actor does until it ends (CAF's
+/// `spawn_impl`): a loop's thread lets go at the stop; another thread of
+/// the service that made calls must have ended (or called
+/// `caf::logger::set_current_actor_system(nullptr)`) first.
+/// Throws `std::invalid_argument` for no loop, a null or repeated one, one
+/// made with concurrency hint 1, or a negative `stop_wait`.
+void use_service_loops(caf::actor_system_config& cfg,
+                       std::vector<boost::asio::io_context*> loops,
+                       std::chrono::milliseconds stop_wait =
+                           default_loop_stop_wait);
 
 } // namespace sluice

@@ -32,6 +32,7 @@ cleanup() {
 variant_toml() {
   case $1 in
     loops=2) printf 'scheduler = "loops"\nloops = 2\n' ;;
+    loops=2-handoff) printf 'scheduler = "loops"\nloops = 2\naccept = "handoff"\n' ;;
     loops=1) printf 'scheduler = "loops"\nloops = 1\n' ;;
     sharing) printf 'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)\n' ;;
     *) return 1 ;;

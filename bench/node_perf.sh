@@ -9,11 +9,15 @@
 #
 #   bench/node_perf.sh VARIANT [seconds] [connections]
 #     VARIANT      loops=1 | loops=2  (node.scheduler = "loops", node.loops)
+#                  loops=2-handoff    (one listener handing connections out:
+#                                      node.accept = "handoff")
 #                  sharing            (node.scheduler = "sharing": CAF
 #                                      workers + 2 HTTP front threads)
 #     seconds      of the measured run (default 5; a 1 s warm-up before it)
 #     connections  wrk's (default 16; wrk -t2)
 #   SLUICE_BENCH_PORT=N  first port (default 18200; uses N and N+1)
+#   SLUICE_BENCH_CLOSE=1 each request on a new connection (wrk sends
+#                        `Connection: close`): what accepting costs
 #   SLUICE_PERF_EVENTS=E1,E2  more perf events to count, printed per request
 #                        (e.g. a uprobe on malloc: `perf probe -x
 #                        /lib/x86_64-linux-gnu/libc.so.6 malloc`, then
@@ -29,7 +33,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage() {
-  echo "usage: $0 loops=1|loops=2|sharing [seconds] [connections]" >&2
+  echo "usage: $0 loops=1|loops=2|loops=2-handoff|sharing [seconds] [connections]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -37,7 +41,7 @@ variant=$1
 secs=${2:-5}
 conns=${3:-16}
 case $variant in
-  loops=2 | loops=1 | sharing) ;;
+  loops=2 | loops=2-handoff | loops=1 | sharing) ;;
   *) usage ;;
 esac
 
@@ -141,17 +145,19 @@ still_alive() {
 }
 
 url="http://127.0.0.1:$sl/v1/chat/completions"
+wrk_extra=()
+[ "${SLUICE_BENCH_CLOSE:-0}" = 1 ] && wrk_extra=(-H "Connection: close")
 # Warm-up: the node's connections to the upstream and every thread it
 # starts lazily exist before perf attaches (perf -p counts the threads
 # that exist when it attaches).
-wrk -t2 -c"$conns" -d1s -s "$work/post.lua" "$url" > /dev/null 2>&1 || true
+wrk -t2 -c"$conns" -d1s "${wrk_extra[@]}" -s "$work/post.lua" "$url" > /dev/null 2>&1 || true
 still_alive "the warm-up"
 threads_before=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 
 rc=0
 perf stat -x, -o "$work/perf.csv" \
   -e "task-clock,context-switches,cpu-migrations${SLUICE_PERF_EVENTS:+,$SLUICE_PERF_EVENTS}" \
-  -p "$node_pid" -- wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$work/post.lua" "$url" \
+  -p "$node_pid" -- wrk -t2 -c"$conns" -d"${secs}s" --latency "${wrk_extra[@]}" -s "$work/post.lua" "$url" \
   > "$work/wrk.out" 2>&1 || rc=$?
 still_alive "the run"
 threads_after=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
@@ -195,7 +201,7 @@ if [ "$requests" -le 0 ]; then
   exit 1
 fi
 
-echo "node_perf: sluice-node $variant, wrk -t2 -c$conns -d${secs}s," \
+echo "node_perf: sluice-node $variant, wrk -t2 -c$conns -d${secs}s${wrk_extra[*]:+ ${wrk_extra[*]}}," \
   "$(nproc) cores, $(date -u +%F)"
 if [ "$threads_before" -eq "$threads_after" ]; then
   echo "sluice-node threads: $threads_after"
@@ -230,7 +236,7 @@ if loops=$(curl -s "http://127.0.0.1:$sl/status" |
 fi
 if [ -n "${SLUICE_PERF_RECORD:-}" ]; then
   perf record -q -g -o "$SLUICE_PERF_RECORD" -p "$node_pid" -- \
-    wrk -t2 -c"$conns" -d"${secs}s" -s "$work/post.lua" "$url" \
+    wrk -t2 -c"$conns" -d"${secs}s" "${wrk_extra[@]}" -s "$work/post.lua" "$url" \
     > "$work/wrk-profiled.out" 2>&1 || rc=$?
   still_alive "the profiled run"
   if [ "$rc" -ne 0 ]; then

@@ -61,6 +61,13 @@ struct node_settings {
   std::string scheduler = "loops";
   /// With "loops": how many; 0: one per core.
   uint32_t loops = 0;
+  /// With more than one loop, how connections reach them. "reuseport" (the
+  /// default): each loop has its own listening socket on the address
+  /// (SO_REUSEPORT) and the kernel spreads new connections over them, so a
+  /// connection is accepted on the loop it lives on. "handoff": one
+  /// listener, on the first loop, hands them to the loops in turn (a post
+  /// to another thread per connection).
+  std::string accept = "reuseport";
   /// With "sharing" or "stealing": CAF worker threads; 0: half the cores,
   /// at least one (the other half runs the HTTP threads). On 2 cores one
   /// worker measured 30-35k req/s against 28-33k for two and 24k for CAF's

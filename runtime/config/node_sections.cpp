@@ -42,6 +42,11 @@ void read_node(table_reader& r, node_settings& n) {
       r.fail("loops", "must be in [0, 256] (0: one per core)");
     n.loops = static_cast<uint32_t>(*x);
   }
+  if (auto x = r.string("accept")) {
+    if (*x != "reuseport" && *x != "handoff")
+      r.fail("accept", "must be \"reuseport\" or \"handoff\"");
+    n.accept = *x;
+  }
   if (auto x = r.integer("actor_threads")) {
     if (*x < 0 || *x > 256)
       r.fail("actor_threads", "must be in [0, 256] (0: one per core)");

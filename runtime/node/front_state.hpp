@@ -58,6 +58,19 @@ struct post_gate {
   bool open = true;
 };
 
+/// Loop `i`'s own listening socket (`node.accept = "reuseport"`, loops 1
+/// to N-1; loop 0's is `front_state::acceptor`), with the back-off of its
+/// accepts when descriptors run out.
+struct loop_listener {
+  loop_listener(boost::asio::io_context& loop, size_t index)
+      : acceptor(loop), backoff(loop), index(index) {
+    // nop
+  }
+  boost::asio::ip::tcp::acceptor acceptor;
+  boost::asio::steady_timer backoff;
+  size_t index;
+};
+
 struct front_state {
   /// `shared`: the loops of the actor system's loop scheduler, which the
   /// front then runs on (no thread of its own); empty: the front runs its
@@ -76,8 +89,14 @@ struct front_state {
       , acceptor(accept_strand)
       , admin_acceptor(accept_strand)
       , accept_backoff(accept_strand)
-      , ping_timer(boost::asio::make_strand(*loops.front())) {
+      , ping_timer(boost::asio::make_strand(*loops.front()))
+      , accepted(loops.size()) {
     // nop
+  }
+
+  /// Each loop listens itself (SO_REUSEPORT): its connections stay on it.
+  bool per_loop_accept() const noexcept {
+    return shared_loops && loops.size() > 1 && settings.accept == "reuseport";
   }
 
   /// Where the next connection lives: the next loop in turn (its own
@@ -150,6 +169,10 @@ struct front_state {
   boost::asio::ip::tcp::acceptor admin_acceptor;
   boost::asio::steady_timer accept_backoff;
   boost::asio::steady_timer ping_timer;
+  /// Loops 1..N-1's listeners when each loop accepts (empty otherwise).
+  std::vector<std::unique_ptr<loop_listener>> listeners;
+  /// Connections accepted by the main listener, per loop they live on.
+  std::vector<std::atomic<uint64_t>> accepted;
   std::vector<std::thread> threads;
 };
 

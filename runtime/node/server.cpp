@@ -117,27 +117,19 @@ void accept_later(front_state& f) {
   });
 }
 
-void on_accept(front_state& f, bool admin, boost::system::error_code ec,
-               tcp::socket socket) {
-  if (f.stopping || ec == net::error::operation_aborted)
-    return;
-  if (ec) {
-    ++f.counters.accept_errors;
-    log_limited(accept_log, spdlog::level::warn,
-                "accepting a connection failed: {}{} ({} open, fd limit {}); "
-                "accepts paused for {} ms",
-                ec.message(),
-                resource_exhausted(ec) ? " (out of descriptors or memory)" : "",
-                f.open_connections.load(), node::current_fd_usage().limit,
-                accept_backoff_time.count());
-    if (ec == net::error::connection_aborted)
-      return do_accept(f, admin); // that client gave up: nothing to wait for
-    // The other listener stops too until the back-off ends (its accept
-    // would fail the same way): cancel it, the timer restarts both.
-    boost::system::error_code ignored;
-    acceptor_of(f, !admin).cancel(ignored);
-    return accept_later(f);
-  }
+/// The loop `socket` lives on (an index into `f.loops`; 0 for a strand of
+/// the front's own io_context).
+size_t loop_of(front_state& f, tcp::socket& socket) {
+  auto* ctx = &net::query(socket.get_executor(), net::execution::context);
+  for (size_t i = 0; i < f.loops.size(); ++i)
+    if (ctx == static_cast<net::execution_context*>(f.loops[i]))
+      return i;
+  return 0;
+}
+
+/// A new connection: served, or closed at once when its listener's limit
+/// is reached.
+void admit(front_state& f, bool admin, tcp::socket socket) {
   auto admins = f.admin_connections.load();
   auto open = f.open_connections.load();
   auto clients = open > admins ? open - admins : 0; // two loads: may race
@@ -150,15 +142,95 @@ void on_accept(front_state& f, bool admin, boost::system::error_code ec,
                 admin ? max_admin_connections : f.settings.max_connections);
     boost::system::error_code ignored;
     socket.close(ignored);
-    return do_accept(f, admin);
+    return;
   }
+  ++f.accepted[loop_of(f, socket)];
   std::make_shared<node::connection>(std::move(socket), f, admin)->start();
+}
+
+void log_accept_error(front_state& f, const boost::system::error_code& ec) {
+  ++f.counters.accept_errors;
+  log_limited(accept_log, spdlog::level::warn,
+              "accepting a connection failed: {}{} ({} open, fd limit {}); "
+              "accepts paused for {} ms",
+              ec.message(),
+              resource_exhausted(ec) ? " (out of descriptors or memory)" : "",
+              f.open_connections.load(), node::current_fd_usage().limit,
+              accept_backoff_time.count());
+}
+
+// -- a listener per loop (node.accept = "reuseport") --------------------------
+
+void accept_on_loop(front_state& f, node::loop_listener& l);
+
+void accept_on_loop_later(front_state& f, node::loop_listener& l) {
+  l.backoff.expires_after(accept_backoff_time);
+  l.backoff.async_wait([&f, &l](boost::system::error_code ec) {
+    if (!ec && !f.stopping)
+      accept_on_loop(f, l);
+  });
+}
+
+// The connections it accepts live on its loop. Running out of descriptors
+// pauses this listener alone: the kernel hands new connections to the
+// others meanwhile (and they pause the same way when they fail).
+void accept_on_loop(front_state& f, node::loop_listener& l) {
+  l.acceptor.async_accept([&f, &l](boost::system::error_code ec,
+                                   tcp::socket socket) {
+    try {
+      if (f.stopping || ec == net::error::operation_aborted)
+        return;
+      if (ec) {
+        log_accept_error(f, ec);
+        if (ec == net::error::connection_aborted)
+          return accept_on_loop(f, l);
+        return accept_on_loop_later(f, l);
+      }
+      admit(f, false, std::move(socket));
+      accept_on_loop(f, l);
+    } catch (const std::exception& e) {
+      ++f.counters.handler_errors;
+      log_limited(accept_log, spdlog::level::err,
+                  "accepting a connection threw: {}", e.what());
+      accept_on_loop_later(f, l);
+    }
+  });
+}
+
+/// Closes the per-loop listeners, each on its loop.
+void close_loop_listeners(front_state& f) {
+  for (auto& l : f.listeners)
+    net::post(l->acceptor.get_executor(), [&l = *l] {
+      boost::system::error_code ignored;
+      l.acceptor.close(ignored);
+      l.backoff.cancel();
+    });
+}
+
+void on_accept(front_state& f, bool admin, boost::system::error_code ec,
+               tcp::socket socket) {
+  if (f.stopping || ec == net::error::operation_aborted)
+    return;
+  if (ec) {
+    log_accept_error(f, ec);
+    if (ec == net::error::connection_aborted)
+      return do_accept(f, admin); // that client gave up: nothing to wait for
+    // The other listener stops too until the back-off ends (its accept
+    // would fail the same way): cancel it, the timer restarts both.
+    boost::system::error_code ignored;
+    acceptor_of(f, !admin).cancel(ignored);
+    return accept_later(f);
+  }
+  admit(f, admin, std::move(socket));
   do_accept(f, admin);
 }
 
 void do_accept(front_state& f, bool admin) {
+  // With a listener per loop, the main one's connections live on its loop
+  // (the first); else they go to the loops in turn.
   acceptor_of(f, admin).async_accept(
-      f.next_connection_executor(),
+      f.per_loop_accept() && !admin ? f.loops.front()->get_executor()
+                                    : f.next_connection_executor(),
       [&f, admin](boost::system::error_code ec, tcp::socket socket) {
         try {
           on_accept(f, admin, ec, std::move(socket));
@@ -225,6 +297,15 @@ bool close_on_loops(front_state& f) {
               },
               left(until)))
     return false;
+  for (auto& l : f.listeners)
+    if (!run_on(*f.loops[l->index],
+                [&l = *l] {
+                  boost::system::error_code ec;
+                  l.acceptor.close(ec);
+                  l.backoff.cancel();
+                },
+                left(until)))
+      return false;
   while (f.open_connections > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (f.open_connections > 0)
@@ -246,10 +327,12 @@ void arm_ping(front_state& f) {
   });
 }
 
-// Binds `host:port`: a numeric address or a host name (the first address
-// it resolves to).
-void bind(tcp::acceptor& a, net::io_context& ioc, const std::string& host,
-          uint16_t port) {
+using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+// `host:port`: a numeric address or a host name (the first address it
+// resolves to).
+tcp::endpoint listen_endpoint(net::io_context& ioc, const std::string& host,
+                              uint16_t port) {
   boost::system::error_code ec;
   tcp::resolver resolver{ioc};
   auto results = resolver.resolve(
@@ -258,17 +341,57 @@ void bind(tcp::acceptor& a, net::io_context& ioc, const std::string& host,
   if (ec || results.empty())
     throw std::runtime_error("cannot listen on '" + host +
                              "': " + (ec ? ec.message() : "no address"));
-  tcp::endpoint ep = *results.begin();
+  return *results.begin();
+}
+
+// Listens on `ep` (`shared`: SO_REUSEPORT, one of a loop's listeners).
+void listen_on(tcp::acceptor& a, const tcp::endpoint& ep, bool shared,
+               const std::string& host) {
+  boost::system::error_code ec;
   a.open(ep.protocol(), ec);
   if (!ec)
     a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec && shared)
+    a.set_option(reuse_port(true), ec);
   if (!ec)
     a.bind(ep, ec);
   if (!ec)
     a.listen(net::socket_base::max_listen_connections, ec);
   if (ec)
     throw std::runtime_error("cannot listen on " + host + ":" +
-                             std::to_string(port) + ": " + ec.message());
+                             std::to_string(ep.port()) + ": " + ec.message());
+}
+
+// Binds `host:port` for the main listener: once, or (`loops` > 1 with
+// per-loop accepts) once per loop, all on the port the first got. With
+// SO_REUSEPORT a bind would succeed beside another process listening the
+// same way (another sluice-node started on the port by mistake would take
+// half the connections): a probe without it, first, finds the port taken.
+void bind_main(front_state& f, const std::string& host, uint16_t port) {
+  auto ep = listen_endpoint(f.ioc, host, port);
+  if (!f.per_loop_accept())
+    return listen_on(f.acceptor, ep, false, host);
+  if (port != 0) {
+    tcp::acceptor probe{f.ioc};
+    boost::system::error_code ec;
+    probe.open(ep.protocol(), ec);
+    if (!ec)
+      probe.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec)
+      probe.bind(ep, ec); // bound, never listening: it takes no connection
+    if (ec)
+      throw std::runtime_error("cannot listen on " + host + ":" +
+                               std::to_string(port) + ": " + ec.message());
+  }
+  listen_on(f.acceptor, ep, true, host);
+  boost::system::error_code ec;
+  auto bound = f.acceptor.local_endpoint(ec);
+  if (ec)
+    throw std::runtime_error("cannot listen on " + host + ": " + ec.message());
+  for (size_t i = 1; i < f.loops.size(); ++i) {
+    f.listeners.push_back(std::make_unique<node::loop_listener>(*f.loops[i], i));
+    listen_on(f.listeners.back()->acceptor, bound, true, host);
+  }
 }
 
 } // namespace
@@ -283,7 +406,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                   "itself; new connections will be refused when "
                   "descriptors run out",
                   fd_limit, settings.max_connections);
-  bind(impl_->acceptor, impl_->ioc, settings.listen_host, settings.listen_port);
+  bind_main(*impl_, settings.listen_host, settings.listen_port);
   {
     boost::system::error_code ec;
     auto ep = impl_->acceptor.local_endpoint(ec);
@@ -299,7 +422,8 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                            "or write auth.allow_anonymous = true");
   if (settings.admin_listen) {
     auto& a = *settings.admin_listen;
-    bind(impl_->admin_acceptor, impl_->ioc, a.host, a.port);
+    listen_on(impl_->admin_acceptor, listen_endpoint(impl_->ioc, a.host, a.port),
+              false, a.host);
     boost::system::error_code ec;
     auto ep = impl_->admin_acceptor.local_endpoint(ec);
     if (!ec && !ep.address().is_loopback())
@@ -335,6 +459,9 @@ http_front::http_front(runtime& rt, const node_settings& settings,
     if (state->admin_acceptor.is_open())
       do_accept(*state, true);
   });
+  for (auto& l : impl_->listeners)
+    net::post(l->acceptor.get_executor(),
+              [state, &l = *l] { accept_on_loop(*state, l); });
   net::post(impl_->ping_timer.get_executor(), [state] { arm_ping(*state); });
   if (impl_->shared_loops)
     return; // the actor system's loops run it
@@ -386,6 +513,7 @@ size_t http_front::shutdown(duration grace) {
     f.admin_acceptor.close(ec);
     f.accept_backoff.cancel();
   });
+  close_loop_listeners(f);
   auto deadline = std::chrono::steady_clock::now() + grace;
   while (f.in_flight > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

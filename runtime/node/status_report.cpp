@@ -52,6 +52,19 @@ std::string session_owner(std::string_view session) {
   return "anonymous";
 }
 
+// The event loops the front runs on (count 0: CAF's scheduler and threads
+// of the front's own), how connections reach them, the connections each
+// accepted, and results handed to a connection from another thread.
+json loops_status(front_state& front) {
+  json accepted = json::array();
+  for (auto& n : front.accepted)
+    accepted.push_back(n.load());
+  return {{"count", front.shared_loops ? front.loops.size() : 0},
+          {"accept", front.per_loop_accept() ? "reuseport" : "handoff"},
+          {"accepted", std::move(accepted)},
+          {"cross_loop_posts", front.counters.cross_loop_posts.load()}};
+}
+
 json status_json(front_state& front, json scopes) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
   // ids themselves, which a client could use to join another's session.
@@ -142,9 +155,7 @@ json status_json(front_state& front, json scopes) {
             {"requests", k.requests_refused.load()},
             {"stream_clients_dropped", k.clients_dropped.load()},
             {"handler_errors", k.handler_errors.load()}}},
-          {"loops",
-           {{"count", front.shared_loops ? front.loops.size() : 0},
-            {"cross_loop_posts", k.cross_loop_posts.load()}}}};
+          {"loops", loops_status(front)}};
 }
 
 std::string metrics_text(front_state& front) {

@@ -262,7 +262,7 @@ TEST_CASE("actors run on a service's own io_contexts, and the service's "
   auto thread_b = svc.on(svc.b, this_thread_hash);
   {
     caf::actor_system_config cfg;
-    use_loop_scheduler(cfg, {&svc.a, &svc.b});
+    use_service_loops(cfg, {&svc.a, &svc.b});
     caf::actor_system sys{cfg};
     auto& s = *loop_scheduler::of(sys);
     REQUIRE(s.loops() == 2);
@@ -310,7 +310,7 @@ TEST_CASE("a service's loop not run during the system's stop: the stop "
   auto start = std::chrono::steady_clock::now();
   {
     caf::actor_system_config cfg;
-    use_loop_scheduler(cfg, {&idle}, 200ms);
+    use_service_loops(cfg, {&idle}, 200ms);
     caf::actor_system sys{cfg};
     sys.await_actors_before_shutdown(false);
     // A message queued for an actor on the loop nobody runs.
@@ -330,17 +330,100 @@ TEST_CASE("a service's loop not run during the system's stop: the stop "
   CHECK_FALSE(on_loop_thread());
 }
 
-TEST_CASE("use_loop_scheduler refuses no io_context, a null or a repeated "
-          "one") {
+TEST_CASE("use_service_loops refuses no io_context, a null, a repeated one "
+          "or one made for one thread") {
   caf::actor_system_config cfg;
   boost::asio::io_context a;
-  CHECK_THROWS_WITH(use_loop_scheduler(cfg, std::vector<boost::asio::io_context*>{}),
+  boost::asio::io_context one_thread{1};
+  CHECK_THROWS_WITH(use_service_loops(cfg, {}),
                     Catch::Contains("no io_context"));
-  CHECK_THROWS_WITH(use_loop_scheduler(cfg, {&a, nullptr}),
+  CHECK_THROWS_WITH(use_service_loops(cfg, {&a, nullptr}),
                     Catch::Contains("io_context 1 is null"));
-  CHECK_THROWS_WITH(use_loop_scheduler(cfg, {&a, &a}),
+  CHECK_THROWS_WITH(use_service_loops(cfg, {&a, &a}),
                     Catch::Contains("io_context 1 is given twice"));
-  CHECK_THROWS_WITH(use_loop_scheduler(cfg, {&a}, -1ms),
+  CHECK_THROWS_WITH(use_service_loops(cfg, {&a, &one_thread}),
+                    Catch::Contains("io_context 1 was made with concurrency "
+                                    "hint 1"));
+  CHECK_THROWS_WITH(use_service_loops(cfg, {&a}, -1ms),
                     Catch::Contains("negative"));
   CHECK(cfg.module_factories.empty());
+}
+
+namespace {
+
+// Counts the ends of its actors' states.
+struct counted_state {
+  std::atomic<int>* ended = nullptr;
+  ~counted_state() {
+    if (ended != nullptr)
+      ++*ended;
+  }
+};
+
+caf::behavior counted(caf::stateful_actor<counted_state>* self,
+                      std::atomic<int>* ended, std::atomic<bool>* busy,
+                      std::chrono::milliseconds work) {
+  self->state.ended = ended;
+  return {[=](ping_atom) {
+    *busy = true;
+    std::this_thread::sleep_for(work); // a slow handler
+  }};
+}
+
+} // namespace
+
+TEST_CASE("the stop runs a service loop's queued jobs, then lets the loop "
+          "go: a service holding no work of its own sees run() return") {
+  boost::asio::io_context loop;
+  std::atomic<int> ended{0};
+  std::atomic<bool> busy{false};
+  std::thread runner;
+  auto start = std::chrono::steady_clock::now();
+  {
+    caf::actor_system_config cfg;
+    use_service_loops(cfg, {&loop}, 5s);
+    caf::actor_system sys{cfg};
+    sys.await_actors_before_shutdown(false);
+    // The service runs the loop without a work guard: the scheduler's
+    // work keeps it running.
+    runner = std::thread{[&loop] { loop.run(); }};
+    // The loop is busy with a handler of the service's when the stop
+    // begins, with the actor's exit still queued behind it.
+    boost::asio::post(loop, [] { std::this_thread::sleep_for(300ms); });
+    auto a = sys.spawn(counted, &ended, &busy, 0ms);
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  // The stop waited for the loop to run the exit (the state ended), not
+  // its 5 s limit; then run() returned (nothing else holds the loop).
+  CHECK(ended == 1);
+  CHECK(std::chrono::steady_clock::now() - start < 4s);
+  runner.join();
+  CHECK(loop.stopped());
+}
+
+TEST_CASE("a service loop still running an actor's slow handler when the "
+          "stop's wait ends: the stop waits for it, the system outlives it") {
+  boost::asio::io_context loop;
+  auto hold = boost::asio::make_work_guard(loop);
+  std::thread runner{[&loop] { loop.run(); }};
+  std::atomic<int> ended{0};
+  std::atomic<bool> busy{false};
+  auto start = std::chrono::steady_clock::now();
+  {
+    caf::actor_system_config cfg;
+    use_service_loops(cfg, {&loop}, 100ms);
+    caf::actor_system sys{cfg};
+    sys.await_actors_before_shutdown(false);
+    auto a = sys.spawn(counted, &ended, &busy, 600ms);
+    caf::anon_send(a, ping_atom::value);
+    while (!busy)
+      std::this_thread::yield();
+  } // a resume touching a freed system after this: ASan
+  CHECK(std::chrono::steady_clock::now() - start >= 500ms);
+  // The loop runs on for the service.
+  std::promise<bool> on_loop;
+  boost::asio::post(loop, [&] { on_loop.set_value(on_loop_thread()); });
+  CHECK(on_loop.get_future().get() == false);
+  hold.reset();
+  runner.join();
 }

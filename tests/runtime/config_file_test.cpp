@@ -58,6 +58,18 @@ TEST_CASE("the default config is valid and complete") {
   CHECK_FALSE(cfg.runtime.redis.has_value()); // progress kept in process
 }
 
+TEST_CASE("the default config runs the node as node_settings' defaults do") {
+  // The default config said scheduler = "sharing" after "loops" became the
+  // default: the Quick start's node ran the design issue 14 replaced.
+  auto cfg = parse_config(default_config_text());
+  node_settings defaults;
+  CHECK(cfg.node.scheduler == defaults.scheduler);
+  CHECK(cfg.node.scheduler == "loops");
+  CHECK(cfg.node.loops == defaults.loops);
+  CHECK(cfg.node.max_connections == defaults.max_connections);
+  CHECK(cfg.node.max_body_bytes == defaults.max_body_bytes);
+}
+
 TEST_CASE("the default config's call kinds are the library's default kinds") {
   // One source of truth: the node on its default config and a library user
   // who names no kinds run the same policies (chat's timeout was 120 s in
@@ -122,6 +134,7 @@ max_body_bytes = 2048
 shutdown_grace_s = 2.5
 scheduler = "stealing"
 actor_threads = 3
+accept = "handoff"
 [admission]
 session_cap = 4
 wait_timeout_s = 0.25
@@ -164,6 +177,7 @@ scope = "shared"
   CHECK(cfg.node.max_body_bytes == 2048);
   CHECK(cfg.node.scheduler == "stealing");
   CHECK(cfg.node.actor_threads == 3);
+  CHECK(cfg.node.accept == "handoff");
   CHECK(cfg.node.shutdown_grace == 2500ms);
   CHECK(cfg.runtime.admission.session_cap == 4);
   CHECK(cfg.runtime.admission.wait_timeout == 250ms);
@@ -237,6 +251,7 @@ TEST_CASE("nonsense values are refused, naming the key as written") {
       {"[node]\nlisten = \"localhost:99999\"\n", "node.listen"},
       {"[node]\nlisten = \"8080\"\n", "node.listen"},
       {"[node]\nscheduler = \"fast\"\n", "node.scheduler"},
+      {"[node]\naccept = \"round_robin\"\n", "node.accept"},
       {"[node]\nactor_threads = -1\n", "node.actor_threads"},
       {"[backend]\ntype = \"etcd\"\n", "backend.type"},
       {"[backend]\ntype = \"redis\"\naddress = \"redis:\"\n",

@@ -5,7 +5,10 @@
 // node_hostile_test, http_front_test, ...) runs on the loops too.
 
 #include <chrono>
+#include <cstdio>
 #include <dirent.h>
+#include <fstream>
+#include <sstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -49,8 +52,9 @@ size_t thread_count() {
   return n;
 }
 
-std::string loops_config(const test_upstream& up, size_t loops) {
-  return "[node]\nloops = " + std::to_string(loops) +
+std::string loops_config(const test_upstream& up, size_t loops,
+                         const std::string& node_extra = "") {
+  return "[node]\n" + node_extra + "loops = " + std::to_string(loops) +
          "\nshutdown_grace_s = 1\n\n"
          "[sources.up]\ntype = \"http\"\nbase_url = \"" +
          up.url("/ok") +
@@ -62,11 +66,31 @@ std::string loops_config(const test_upstream& up, size_t loops) {
          "[routes.\"/slow\"]\nsources = [\"slow\"]\n";
 }
 
+// Listening TCP sockets (IPv4) on `port`, as the kernel lists them.
+size_t listening_on(uint16_t port) {
+  std::ifstream in{"/proc/net/tcp"};
+  std::string line;
+  std::getline(in, line); // the header
+  size_t n = 0;
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  while (std::getline(in, line)) {
+    std::istringstream fields{line};
+    std::string slot, local, remote, state;
+    fields >> slot >> local >> remote >> state;
+    if (state == "0A" && local.size() > 5 &&
+        local.compare(local.size() - 5, 5, want) == 0)
+      ++n;
+  }
+  return n;
+}
+
 // A node as sluice-node builds it, on `loops` event loops, in front of
 // `up` (the shared fixture, with this file's config).
 struct loop_node : node_under_test {
-  loop_node(const test_upstream& up, size_t loops)
-      : node_under_test(loops_config(up, loops)) {
+  loop_node(const test_upstream& up, size_t loops,
+            const std::string& node_extra = "")
+      : node_under_test(loops_config(up, loops, node_extra)) {
     REQUIRE(cfg.node.scheduler == "loops"); // the default
   }
 
@@ -101,6 +125,61 @@ TEST_CASE("a call through an HTTP source stays on its connection's loop") {
     CHECK(st["loops"]["cross_loop_posts"] == 0);
     CHECK(up.requests == 20);
   }
+}
+
+TEST_CASE("each loop accepts connections itself (SO_REUSEPORT), or one "
+          "listener hands them out in turn") {
+  for (std::string accept : {"reuseport", "handoff"}) {
+    CAPTURE(accept);
+    test_upstream up;
+    loop_node node{up, 2, "accept = \"" + accept + "\"\n"};
+    // Fresh connections, one call each. With a listener per loop the kernel
+    // spreads them by their addresses (40 fresh ports: all on one loop has
+    // odds of 2^-39); the hand-off takes the loops in turn.
+    for (int i = 0; i < 40; ++i)
+      REQUIRE(exchange(node.port(), http::verb::post, "/v1/chat/completions",
+                       "{}")
+                  .status == 200);
+    auto st = node.status()["loops"];
+    CHECK(st["accept"] == accept);
+    // One listening socket per loop, or one.
+    CHECK(listening_on(node.port()) == (accept == "reuseport" ? 2u : 1u));
+    REQUIRE(st["accepted"].size() == 2);
+    uint64_t a0 = st["accepted"][0], a1 = st["accepted"][1];
+    CAPTURE(a0, a1);
+    CHECK(a0 + a1 == 41); // and the /status request's own
+    CHECK(a0 > 0);
+    CHECK(a1 > 0);
+    if (accept == "handoff") {
+      CHECK(a0 >= 20);
+      CHECK(a1 >= 20);
+    }
+    CHECK(st["cross_loop_posts"] == 0);
+  }
+}
+
+TEST_CASE("listening on a port another listener holds fails, with a "
+          "listener per loop too (SO_REUSEPORT would let both bind)") {
+  test_upstream up;
+  loop_node node{up, 2};
+  REQUIRE(node.status()["loops"]["accept"] == "reuseport");
+  for (std::string accept : {"reuseport", "handoff"}) {
+    CAPTURE(accept);
+    auto settings = node.cfg.node;
+    settings.listen_port = node.port();
+    settings.accept = accept;
+    try {
+      http_front second{*node.rt, settings};
+      FAIL("a second front listened on the node's port");
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("cannot listen on 127.0.0.1:" +
+                                           std::to_string(node.port())) &&
+                               Catch::Contains("in use"));
+    }
+  }
+  // The node still serves.
+  CHECK(exchange(node.port(), http::verb::post, "/v1/chat/completions", "{}")
+            .status == 200);
 }
 
 TEST_CASE("concurrent calls on two loops: each attempt starts on its call's "
@@ -234,7 +313,7 @@ TEST_CASE("embedded on a service's own io_contexts: a call made on a loop "
   {
     caf::actor_system_config caf_cfg;
     add_error_category(caf_cfg);
-    use_loop_scheduler(caf_cfg, {&loop_a, &loop_b});
+    use_service_loops(caf_cfg, {&loop_a, &loop_b});
     caf::actor_system sys{caf_cfg};
     {
       runtime rt{sys, runtime_config{}};
