@@ -74,6 +74,27 @@ CONF
   } > "$1"
 }
 
+# proxy_conf FILE PORT UPSTREAM_PORT: nginx proxy_pass to the upstream on
+# 127.0.0.1:PORT, with a keep-alive pool to it.
+proxy_conf() {
+  {
+    nginx_head proxy
+    cat <<CONF
+  upstream up { server 127.0.0.1:$3; keepalive 128; }
+  server {
+    listen 127.0.0.1:$2;
+    keepalive_requests 1000000;
+    location / {
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+CONF
+  } > "$1"
+}
+
 # sluice_conf FILE PORT VARIANT UPSTREAM_PORT: a sluice-node governing the
 # upstream, without access log (as the other proxies here).
 sluice_conf() {

@@ -83,22 +83,7 @@ done
 
 mkdir -p "$work/logs" "$work/caddy"
 upstream_conf "$work/upstream.conf" "$up"
-{
-  nginx_head proxy
-  cat <<CONF
-  upstream up { server 127.0.0.1:$up; keepalive 128; }
-  server {
-    listen 127.0.0.1:$px;
-    keepalive_requests 1000000;
-    location / {
-      proxy_pass http://up;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
-  }
-}
-CONF
-} > "$work/proxy.conf"
+proxy_conf "$work/proxy.conf" "$px" "$up"
 cat > "$work/haproxy.cfg" <<CONF
 global
   maxconn 4096

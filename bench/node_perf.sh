@@ -13,6 +13,9 @@
 #                                      node.accept = "handoff")
 #                  sharing            (node.scheduler = "sharing": CAF
 #                                      workers + 2 HTTP front threads)
+#                  nginx              nginx proxy_pass instead of the node
+#                                      (its one worker counted): the peer's
+#                                      figures in the same run
 #     seconds      of the measured run (default 5; a 1 s warm-up before it)
 #     connections  wrk's (default 16; wrk -t2)
 #   SLUICE_BENCH_PORT=N  first port (default 18200; uses N and N+1)
@@ -33,7 +36,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage() {
-  echo "usage: $0 loops=1|loops=2|loops=2-handoff|sharing [seconds] [connections]" >&2
+  echo "usage: $0 loops=1|loops=2|loops=2-handoff|sharing|nginx [seconds] [connections]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -41,7 +44,7 @@ variant=$1
 secs=${2:-5}
 conns=${3:-16}
 case $variant in
-  loops=2 | loops=2-handoff | loops=1 | sharing) ;;
+  loops=2 | loops=2-handoff | loops=1 | sharing | nginx) ;;
   *) usage ;;
 esac
 
@@ -106,13 +109,23 @@ done
 
 mkdir -p "$work/logs"
 upstream_conf "$work/upstream.conf" "$up"
-sluice_conf "$work/sluice.toml" "$sl" "$variant" "$up"
+label="sluice-node $variant"
+if [ "$variant" = nginx ]; then
+  label="nginx proxy_pass (its worker)"
+  proxy_conf "$work/proxy.conf" "$sl" "$up"
+else
+  sluice_conf "$work/sluice.toml" "$sl" "$variant" "$up"
+fi
 post_lua "$work/post.lua"
 
 nginx -c "$work/upstream.conf" -p "$work" > "$work/logs/upstream.out" 2>&1 &
 up_pid=$!
 pids+=("$up_pid")
-"$node_bin" --config "$work/sluice.toml" > "$work/logs/sluice.out" 2>&1 &
+if [ "$variant" = nginx ]; then
+  nginx -c "$work/proxy.conf" -p "$work" > "$work/logs/sluice.out" 2>&1 &
+else
+  "$node_bin" --config "$work/sluice.toml" > "$work/logs/sluice.out" 2>&1 &
+fi
 node_pid=$!
 pids+=("$node_pid")
 
@@ -132,13 +145,17 @@ ready() {
   esac
 }
 ready upstream "$up_pid" "$up" "$work/logs/upstream.out"
-ready "sluice-node $variant" "$node_pid" "$sl" "$work/logs/sluice.out"
+ready "$label" "$node_pid" "$sl" "$work/logs/sluice.out"
+if [ "$variant" = nginx ]; then
+  # Its worker does the proxying (the master only waits).
+  node_pid=$(pgrep -P "$node_pid" | head -n 1)
+fi
 
 # still_alive WHEN: exits with the end of the node's log if it died during
 # WHEN.
 still_alive() {
   alive "$node_pid" && return 0
-  echo "node_perf: FAILED: sluice-node $variant died during $1." \
+  echo "node_perf: FAILED: $label died during $1." \
     "End of its log:" >&2
   tail -n 5 "$work/logs/sluice.out" | sed 's/^/  | /' >&2
   exit 1
@@ -201,12 +218,12 @@ if [ "$requests" -le 0 ]; then
   exit 1
 fi
 
-echo "node_perf: sluice-node $variant, wrk -t2 -c$conns -d${secs}s${wrk_extra[*]:+ ${wrk_extra[*]}}," \
+echo "node_perf: $label, wrk -t2 -c$conns -d${secs}s${wrk_extra[*]:+ ${wrk_extra[*]}}," \
   "$(nproc) cores, $(date -u +%F)"
 if [ "$threads_before" -eq "$threads_after" ]; then
-  echo "sluice-node threads: $threads_after"
+  echo "$label threads: $threads_after"
 else
-  echo "sluice-node threads: $threads_before when perf attached," \
+  echo "$label threads: $threads_before when perf attached," \
     "$threads_after after (perf counted only the first $threads_before)"
 fi
 echo "requests: $requests ($rps req/s, p50 $p50 us, p99 $p99 us," \
