@@ -67,9 +67,7 @@ connection::connection(tcp::socket&& socket, front_state& front, bool admin)
     , id_(front.next_connection++)
     , peer_(endpoint_text(stream_.socket()))
     , admin_(admin) {
-  ++front_.open_connections;
-  if (admin_)
-    ++front_.admin_connections;
+  ++front_.open_connections; // its slot (client or admin) was reserved
 }
 
 connection::~connection() {
@@ -81,6 +79,8 @@ connection::~connection() {
   }
   if (admin_)
     --front_.admin_connections;
+  else
+    --front_.client_connections;
   // Last: at a shutdown on shared loops, 0 open lets the front go.
   --front_.open_connections;
 }

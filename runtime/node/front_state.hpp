@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <caf/actor.hpp>
@@ -99,6 +101,15 @@ struct front_state {
     return shared_loops && loops.size() > 1 && settings.accept == "reuseport";
   }
 
+  /// How connections reach their loops: "reuseport", "handoff" (one
+  /// listener, the loops in turn) or "single" (one loop, or the front's
+  /// own threads).
+  const char* accept_mode() const noexcept {
+    if (!shared_loops || loops.size() < 2)
+      return "single";
+    return per_loop_accept() ? "reuseport" : "handoff";
+  }
+
   /// Where the next connection lives: the next loop in turn (its own
   /// thread serialises it), or a strand of the front's own `ioc`.
   boost::asio::any_io_executor next_connection_executor() {
@@ -147,6 +158,11 @@ struct front_state {
   /// Of those, on the admin listener (a budget of their own, so a flood of
   /// clients cannot lock the operator out).
   std::atomic<size_t> admin_connections{0};
+  /// Of those, the main listeners' (against `node.max_connections`). This
+  /// and `admin_connections` are reserved by the accept, before the
+  /// connection exists (several loops accept at once), and given back by
+  /// the connection's end.
+  std::atomic<size_t> client_connections{0};
   std::atomic<uint64_t> next_connection{1};
   /// Set by shutdown: new requests are answered 503 shutting_down.
   std::atomic<bool> stopping{false};
@@ -171,7 +187,13 @@ struct front_state {
   boost::asio::steady_timer ping_timer;
   /// Loops 1..N-1's listeners when each loop accepts (empty otherwise).
   std::vector<std::unique_ptr<loop_listener>> listeners;
-  /// Connections accepted by the main listener, per loop they live on.
+  /// With per-loop listeners on a fixed port: a name held in the abstract
+  /// Unix socket namespace while the front listens, so a second node
+  /// started on the same address at the same moment fails (its probe
+  /// bind could pass before either listens).
+  std::optional<boost::asio::local::stream_protocol::socket> listen_lock;
+  /// Connections accepted and served (not refused at a limit), on either
+  /// listener, per loop they live on.
   std::vector<std::atomic<uint64_t>> accepted;
   std::vector<std::thread> threads;
 };

@@ -130,11 +130,13 @@ size_t loop_of(front_state& f, tcp::socket& socket) {
 /// A new connection: served, or closed at once when its listener's limit
 /// is reached.
 void admit(front_state& f, bool admin, tcp::socket socket) {
-  auto admins = f.admin_connections.load();
-  auto open = f.open_connections.load();
-  auto clients = open > admins ? open - admins : 0; // two loads: may race
-  if (admin ? admins >= max_admin_connections
-            : clients >= f.settings.max_connections) {
+  // The slot is reserved before the connection exists: listeners on
+  // several loops admit at once, and a check of the count followed by the
+  // connection's own increment would let each of them pass at the limit.
+  auto& slots = admin ? f.admin_connections : f.client_connections;
+  auto limit = admin ? max_admin_connections : f.settings.max_connections;
+  if (slots.fetch_add(1) >= limit) {
+    --slots;
     ++f.counters.connections_refused;
     log_limited(full_log, spdlog::level::warn,
                 "closed a new connection: {} = {} are open",
@@ -144,8 +146,16 @@ void admit(front_state& f, bool admin, tcp::socket socket) {
     socket.close(ignored);
     return;
   }
-  ++f.accepted[loop_of(f, socket)];
-  std::make_shared<node::connection>(std::move(socket), f, admin)->start();
+  auto loop = loop_of(f, socket);
+  std::shared_ptr<node::connection> c;
+  try {
+    c = std::make_shared<node::connection>(std::move(socket), f, admin);
+  } catch (...) {
+    --slots; // no connection to give it back
+    throw;
+  }
+  ++f.accepted[loop];
+  c->start();
 }
 
 void log_accept_error(front_state& f, const boost::system::error_code& ec) {
@@ -171,9 +181,36 @@ void accept_on_loop_later(front_state& f, node::loop_listener& l) {
   });
 }
 
+// A listener whose accepts cannot go on (no memory even for the back-off)
+// is closed: the kernel then spreads new connections over the other
+// loops' listeners, instead of queueing them on one nobody accepts from.
+void give_up_listener(node::loop_listener& l, const char* why) noexcept {
+  boost::system::error_code ignored;
+  l.acceptor.close(ignored);
+  try {
+    log_limited(accept_log, spdlog::level::err,
+                "event loop {}'s listener closed: {}; the other loops' "
+                "listeners take its connections",
+                l.index, why);
+  } catch (...) {
+    // logging failed too
+  }
+}
+
+std::string exception_text(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(std::move(e));
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown exception";
+  }
+}
+
 // The connections it accepts live on its loop. Running out of descriptors
-// pauses this listener alone: the kernel hands new connections to the
-// others meanwhile (and they pause the same way when they fail).
+// pauses this listener (the others fail and pause the same way: the limit
+// is the process's); connections the kernel hashed to it wait in its
+// backlog meanwhile.
 void accept_on_loop(front_state& f, node::loop_listener& l) {
   l.acceptor.async_accept([&f, &l](boost::system::error_code ec,
                                    tcp::socket socket) {
@@ -188,11 +225,16 @@ void accept_on_loop(front_state& f, node::loop_listener& l) {
       }
       admit(f, false, std::move(socket));
       accept_on_loop(f, l);
-    } catch (const std::exception& e) {
+    } catch (...) {
       ++f.counters.handler_errors;
-      log_limited(accept_log, spdlog::level::err,
-                  "accepting a connection threw: {}", e.what());
-      accept_on_loop_later(f, l);
+      try {
+        log_limited(accept_log, spdlog::level::err,
+                    "accepting a connection threw: {}",
+                    exception_text(std::current_exception()));
+        accept_on_loop_later(f, l);
+      } catch (...) {
+        give_up_listener(l, "its accept could not be re-armed");
+      }
     }
   });
 }
@@ -277,16 +319,13 @@ bool run_on(net::io_context& loop, F fn, std::chrono::milliseconds limit) {
 /// `loop_close_time`.
 bool close_on_loops(front_state& f) {
   auto until = std::chrono::steady_clock::now() + loop_close_time;
-  for (auto& c : live_connections(f))
-    c->shut();
-  {
-    std::lock_guard<std::mutex> guard{f.pending_mx};
-    f.pending_connections.clear();
-  }
   auto left = [] (auto until) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
   };
+  // The listeners first, each on its loop: an accept that ran before its
+  // close has registered its connection by then, so the list below has
+  // every connection there will be.
   if (!run_on(*f.loops.front(),
               [&f] {
                 boost::system::error_code ec;
@@ -306,6 +345,12 @@ bool close_on_loops(front_state& f) {
                 },
                 left(until)))
       return false;
+  for (auto& c : live_connections(f))
+    c->shut();
+  {
+    std::lock_guard<std::mutex> guard{f.pending_mx};
+    f.pending_connections.clear();
+  }
   while (f.open_connections > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (f.open_connections > 0)
@@ -362,16 +407,46 @@ void listen_on(tcp::acceptor& a, const tcp::endpoint& ep, bool shared,
                              std::to_string(ep.port()) + ": " + ec.message());
 }
 
+// Holds the name "sluice-node listen ADDRESS PORT" in the abstract Unix
+// socket namespace (per network namespace; gone with the process) while
+// the front listens: two nodes started on one address at the same moment
+// could both pass the probe below before either listens.
+void lock_listen_address(front_state& f, const tcp::endpoint& ep,
+                         const std::string& host) {
+  std::string name = "sluice-node listen " + ep.address().to_string() + " " +
+                     std::to_string(ep.port());
+  name.insert(name.begin(), '\0'); // abstract: no file
+  f.listen_lock.emplace(f.ioc);
+  boost::system::error_code ec;
+  f.listen_lock->open(net::local::stream_protocol{}, ec);
+  if (!ec)
+    f.listen_lock->bind(net::local::stream_protocol::endpoint{name}, ec);
+  if (ec == net::error::address_in_use)
+    throw std::runtime_error("cannot listen on " + host + ":" +
+                             std::to_string(ep.port()) +
+                             ": address already in use (another sluice-node "
+                             "listens there, or is starting on it)");
+  if (ec)
+    throw std::runtime_error("cannot listen on " + host + ":" +
+                             std::to_string(ep.port()) +
+                             ": its lock: " + ec.message());
+}
+
 // Binds `host:port` for the main listener: once, or (`loops` > 1 with
 // per-loop accepts) once per loop, all on the port the first got. With
 // SO_REUSEPORT a bind would succeed beside another process listening the
 // same way (another sluice-node started on the port by mistake would take
-// half the connections): a probe without it, first, finds the port taken.
+// half the connections): a lock against other nodes starting at the same
+// moment, then a probe bind without SO_REUSEPORT, first, find the port
+// taken. NOTE: a process of the same user that binds with SO_REUSEPORT
+// after the node started still joins it (Linux allows it); run the node
+// under a user of its own where that matters.
 void bind_main(front_state& f, const std::string& host, uint16_t port) {
   auto ep = listen_endpoint(f.ioc, host, port);
   if (!f.per_loop_accept())
     return listen_on(f.acceptor, ep, false, host);
   if (port != 0) {
+    lock_listen_address(f, ep, host);
     tcp::acceptor probe{f.ioc};
     boost::system::error_code ec;
     probe.open(ep.protocol(), ec);

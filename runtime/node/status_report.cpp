@@ -60,7 +60,7 @@ json loops_status(front_state& front) {
   for (auto& n : front.accepted)
     accepted.push_back(n.load());
   return {{"count", front.shared_loops ? front.loops.size() : 0},
-          {"accept", front.per_loop_accept() ? "reuseport" : "handoff"},
+          {"accept", front.accept_mode()},
           {"accepted", std::move(accepted)},
           {"cross_loop_posts", front.counters.cross_loop_posts.load()}};
 }

@@ -438,8 +438,8 @@ TEST_CASE("hostile: beyond node.max_connections new connections are closed at "
   },
                     config};
   // 40 allowed: 39 idle ones, then a 40th that is answered (accepted after
-  // the 39, which were in the backlog before it). No /status probe while
-  // full: it would be the 41st.
+  // the 39, which connected before it: each loop's listener accepts at
+  // once). No /status probe while full: it would be the 41st.
   std::vector<std::unique_ptr<stream_client>> idle;
   for (int i = 0; i < 39; ++i)
     idle.push_back(std::make_unique<stream_client>(node.port()));

@@ -180,6 +180,18 @@ TEST_CASE("listening on a port another listener holds fails, with a "
   // The node still serves.
   CHECK(exchange(node.port(), http::verb::post, "/v1/chat/completions", "{}")
             .status == 200);
+  // Its shutdown closes every loop's listener, and its end lets go of the
+  // address: a new front listens there.
+  auto port = node.port();
+  node.front->shutdown(0s);
+  CHECK(listening_on(port) == 0);
+  node.front.reset();
+  auto settings = node.cfg.node;
+  settings.listen_port = port;
+  http_front again{*node.rt, settings};
+  CHECK(listening_on(port) == 2);
+  CHECK(exchange(port, http::verb::post, "/v1/chat/completions", "{}")
+            .status == 200);
 }
 
 TEST_CASE("concurrent calls on two loops: each attempt starts on its call's "
