@@ -144,14 +144,20 @@ public:
   }
 
   void start(uint64_t id, call_request req, done_fn done) {
-    net::post(ioc_, [self = shared_from_this(), id, req = std::move(req),
-                     done = std::move(done)]() mutable {
+    auto run = [self = shared_from_this(), id, req = std::move(req),
+                done = std::move(done)]() mutable {
       auto ex = std::make_shared<exchange>();
       ex->id = id;
       ex->done = std::move(done);
       self->guarded(ex, "start",
                     [self, ex, &req] { self->begin(ex, std::move(req)); })();
-    });
+    };
+    // From the loop's own thread (a governor starting its attempt on its
+    // loop): at once, a round of the loop sooner; a cancel can only come
+    // later. From any other thread: posted (in order with a later cancel).
+    if (ioc_.get_executor().running_in_this_thread())
+      return run();
+    net::post(ioc_, std::move(run));
   }
 
   /// The requester is gone: close its upstream request now.

@@ -17,8 +17,9 @@
 #                                      (its one worker counted): the peer's
 #                                      figures in the same run
 #     seconds      of the measured run (default 5; a 1 s warm-up before it)
-#     connections  wrk's (default 16; wrk -t2)
+#     connections  wrk's (default 16; wrk -t2, or -t1 for one connection)
 #   SLUICE_BENCH_PORT=N  first port (default 18200; uses N and N+1)
+#   SLUICE_NODE_BIN=PATH  that sluice-node binary instead of building one
 #   SLUICE_BENCH_CLOSE=1 each request on a new connection (wrk sends
 #                        `Connection: close`): what accepting costs
 #   SLUICE_PERF_EVENTS=E1,E2  more perf events to count, printed per request
@@ -94,8 +95,12 @@ if [ "$perf_ok" -eq 0 ]; then
   exit 1
 fi
 
-SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
-node_bin=$root/build/examples/sluice-node
+if [ -n "${SLUICE_NODE_BIN:-}" ]; then
+  node_bin=$SLUICE_NODE_BIN # e.g. an earlier build, for a before/after
+else
+  SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
+  node_bin=$root/build/examples/sluice-node
+fi
 
 base=${SLUICE_BENCH_PORT:-18200}
 up=$base sl=$((base + 1))
@@ -163,18 +168,20 @@ still_alive() {
 
 url="http://127.0.0.1:$sl/v1/chat/completions"
 wrk_extra=()
+wrk_threads=2
+[ "$conns" -lt 2 ] && wrk_threads=1 # one connection: one wrk thread
 [ "${SLUICE_BENCH_CLOSE:-0}" = 1 ] && wrk_extra=(-H "Connection: close")
 # Warm-up: the node's connections to the upstream and every thread it
 # starts lazily exist before perf attaches (perf -p counts the threads
 # that exist when it attaches).
-wrk -t2 -c"$conns" -d1s "${wrk_extra[@]}" -s "$work/post.lua" "$url" > /dev/null 2>&1 || true
+wrk -t"$wrk_threads" -c"$conns" -d1s "${wrk_extra[@]}" -s "$work/post.lua" "$url" > /dev/null 2>&1 || true
 still_alive "the warm-up"
 threads_before=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
 
 rc=0
 perf stat -x, -o "$work/perf.csv" \
   -e "task-clock,context-switches,cpu-migrations${SLUICE_PERF_EVENTS:+,$SLUICE_PERF_EVENTS}" \
-  -p "$node_pid" -- wrk -t2 -c"$conns" -d"${secs}s" --latency "${wrk_extra[@]}" -s "$work/post.lua" "$url" \
+  -p "$node_pid" -- wrk -t"$wrk_threads" -c"$conns" -d"${secs}s" --latency "${wrk_extra[@]}" -s "$work/post.lua" "$url" \
   > "$work/wrk.out" 2>&1 || rc=$?
 still_alive "the run"
 threads_after=$(find "/proc/$node_pid/task" -mindepth 1 -maxdepth 1 | wc -l)
@@ -218,7 +225,7 @@ if [ "$requests" -le 0 ]; then
   exit 1
 fi
 
-echo "node_perf: $label, wrk -t2 -c$conns -d${secs}s${wrk_extra[*]:+ ${wrk_extra[*]}}," \
+echo "node_perf: $label, wrk -t$wrk_threads -c$conns -d${secs}s${wrk_extra[*]:+ ${wrk_extra[*]}}," \
   "$(nproc) cores, $(date -u +%F)"
 if [ "$threads_before" -eq "$threads_after" ]; then
   echo "$label threads: $threads_after"
@@ -253,7 +260,7 @@ if loops=$(curl -s "http://127.0.0.1:$sl/status" |
 fi
 if [ -n "${SLUICE_PERF_RECORD:-}" ]; then
   perf record -q -g -o "$SLUICE_PERF_RECORD" -p "$node_pid" -- \
-    wrk -t2 -c"$conns" -d"${secs}s" "${wrk_extra[@]}" -s "$work/post.lua" "$url" \
+    wrk -t"$wrk_threads" -c"$conns" -d"${secs}s" "${wrk_extra[@]}" -s "$work/post.lua" "$url" \
     > "$work/wrk-profiled.out" 2>&1 || rc=$?
   still_alive "the profiled run"
   if [ "$rc" -ne 0 ]; then

@@ -171,6 +171,21 @@ void connection::on_header(beast::error_code ec) {
         });
     return;
   }
+  // The body is often in the buffer already (it came with the header):
+  // parse it here, rather than through a read that completes at once and
+  // so is handed back a round of the loop later. (`ec` is clear here.)
+  while (!parser_->is_done() && buffer_.size() > 0) {
+    auto n = parser_->put(buffer_.data(), ec);
+    buffer_.consume(n);
+    if (ec == http::error::need_more) {
+      ec = {}; // the rest is on its way: read it
+      break;
+    }
+    if (ec || n == 0)
+      break;
+  }
+  if (ec)
+    return on_read_error(ec);
   if (parser_->is_done())
     return on_body({});
   read_body();

@@ -139,7 +139,24 @@ private:
   /// no executor: callbacks kept by actors may outlive the io_context.
   template <class F>
   static void post_to(const std::shared_ptr<post_gate>& gate,
-                      const std::weak_ptr<connection>& weak, F fn);
+                      const std::weak_ptr<connection>& weak, F fn) {
+    hand_to(gate, weak, std::move(fn), false);
+  }
+
+  /// As `post_to`, but on the connection's own loop `fn` runs at once (no
+  /// post, no round of the loop). Only for a caller that holds no lock and
+  /// is not this connection's own code: a call's actor handing it a piece
+  /// of its answer (`fn` may close the connection, publish events, ...).
+  template <class F>
+  static void run_or_post(const std::shared_ptr<post_gate>& gate,
+                          const std::weak_ptr<connection>& weak, F fn) {
+    hand_to(gate, weak, std::move(fn), true);
+  }
+
+  template <class F>
+  static void hand_to(const std::shared_ptr<post_gate>& gate,
+                      const std::weak_ptr<connection>& weak, F fn,
+                      bool inline_here);
 
   /// The one failure path: counts, logs, cancels the call, closes.
   void fail(const char* where, const char* what) noexcept;
@@ -197,24 +214,38 @@ void connection::guarded(const char* where, F&& fn) noexcept {
 }
 
 template <class F>
-void connection::post_to(const std::shared_ptr<post_gate>& gate,
-                         const std::weak_ptr<connection>& weak, F fn) {
-  std::lock_guard<std::mutex> guard{gate->mx};
-  if (!gate->open)
-    return;
-  auto c = weak.lock();
-  if (!c)
-    return;
-  auto exec = c->stream_.get_executor();
-  if (c->front_.shared_loops) {
-    auto* here = this_thread_loop();
-    if (here == nullptr ||
-        &exec.context() != static_cast<boost::asio::execution_context*>(here))
-      ++c->front_.counters.cross_loop_posts;
+void connection::hand_to(const std::shared_ptr<post_gate>& gate,
+                         const std::weak_ptr<connection>& weak, F fn,
+                         bool inline_here) {
+  std::shared_ptr<connection> c;
+  {
+    std::lock_guard<std::mutex> guard{gate->mx};
+    if (!gate->open)
+      return;
+    c = weak.lock();
+    if (!c)
+      return;
+    auto exec = c->stream_.get_executor();
+    bool here = false;
+    if (c->front_.shared_loops) {
+      auto* loop = this_thread_loop();
+      here = loop != nullptr &&
+             &exec.context() == static_cast<boost::asio::execution_context*>(loop);
+      if (!here)
+        ++c->front_.counters.cross_loop_posts;
+    }
+    if (!here || !inline_here) {
+      boost::asio::post(exec, [c = std::move(c), fn = std::move(fn)]() mutable {
+        c->guarded("a posted result", [&] { fn(*c); });
+      });
+      return;
+    }
   }
-  boost::asio::post(exec, [c = std::move(c), fn = std::move(fn)]() mutable {
-    c->guarded("a posted result", [&] { fn(*c); });
-  });
+  // On the connection's own loop (the call's actor runs there): at once,
+  // without a post and a round of the loop. The gate was open: a shutdown
+  // that closes it now waits on this loop (`close_on_loops`) until this
+  // handler ends, as for a posted one that had started.
+  c->guarded("a result", [&] { fn(*c); });
 }
 
 } // namespace sluice::node

@@ -85,10 +85,10 @@ void connection::start_call(const std::string& path) {
   try {
     keep_pending();
     std::weak_ptr<connection> weak = shared_from_this();
-    // On an actor thread: hand a piece of the answer, or the result, to
-    // the connection's strand.
+    // From the call's actor: a piece of the answer, or the result, to the
+    // connection (at once when the actor runs on the connection's loop).
     auto to_strand = [gate = front_.gate, weak](auto fn) {
-      post_to(gate, weak, std::move(fn));
+      run_or_post(gate, weak, std::move(fn));
     };
     if (call.stream)
       opts.on_chunk = [to_strand](std::string bytes) {

@@ -398,6 +398,68 @@ TEST_CASE("hostile: ambiguous framing is refused, absolute-form and Expect: "
   CHECK(c.has("HTTP/1.1 200"));
 }
 
+TEST_CASE("hostile: a request body is read whole however it arrives: with "
+          "its header, split mid-body, chunked, or followed by a pipelined "
+          "request in the same write",
+          "[node][hostile]") {
+  // The upstream answers each request with its own body.
+  hostile_node node{[](script_upstream& up, tcp::socket& s,
+                       const std::string& request) {
+    auto body = request.substr(request.find("\r\n\r\n") + 4);
+    return up.send(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                      "Content-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body);
+  }};
+  auto write = [](stream_client& c, const std::string& bytes) {
+    net::write(c.stream.socket(), net::buffer(bytes));
+  };
+  {
+    // The header and the whole body in one write (parsed with the header).
+    stream_client c{node.port()};
+    write(c, post_text("/v1/chat/completions", R"({"n":1})"));
+    REQUIRE(c.read_until(R"({"n":1})"));
+  }
+  {
+    // The header, then the body in two pieces, each a while later.
+    stream_client c{node.port()};
+    auto text = post_text("/v1/chat/completions", R"({"n":"split"})");
+    auto cut = text.find("\r\n\r\n") + 4 + 5;
+    write(c, text.substr(0, text.find("\r\n\r\n") + 4));
+    std::this_thread::sleep_for(50ms);
+    write(c, text.substr(text.find("\r\n\r\n") + 4, 5));
+    std::this_thread::sleep_for(50ms);
+    write(c, text.substr(cut));
+    REQUIRE(c.read_until(R"({"n":"split"})"));
+  }
+  {
+    // Chunked, the last chunk a while after the first.
+    stream_client c{node.port()};
+    write(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "Content-Type: application/json\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"n\":\r\n");
+    std::this_thread::sleep_for(50ms);
+    write(c, "9\r\n\"chunked\"\r\n1\r\n}\r\n0\r\n\r\n");
+    REQUIRE(c.read_until(R"({"n":"chunked"})"));
+  }
+  {
+    // Two requests in one write: both answered, in order, on one
+    // connection.
+    stream_client c{node.port()};
+    write(c, post_text("/v1/chat/completions", R"({"n":"first"})") +
+                 post_text("/v1/chat/completions", R"({"n":"second"})"));
+    REQUIRE(c.read_until(R"({"n":"second"})"));
+    CHECK(c.all.find(R"({"n":"first"})") < c.all.find(R"({"n":"second"})"));
+  }
+  {
+    // Over node.max_body_bytes, all of it sent with the header: 413.
+    stream_client c{node.port()};
+    write(c, post_text("/v1/chat/completions",
+                       "\"" + std::string(2000001, 'x') + "\""));
+    REQUIRE(c.read_until("HTTP/1.1 413"));
+  }
+  CHECK(node.upstream->requests == 5);
+}
+
 TEST_CASE("hostile: session ids are validated and bodies read with a depth "
           "limit",
           "[node][hostile]") {
