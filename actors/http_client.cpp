@@ -155,10 +155,13 @@ public:
     // From the loop's own thread (a governor starting its attempt on its
     // loop): at once, a round of the loop sooner; a cancel can only come
     // later. From any other thread: posted (in order with a later cancel).
-    if (ioc_.get_executor().running_in_this_thread())
+    if (on_loop())
       return run();
     net::post(ioc_, std::move(run));
   }
+
+  /// The calling thread runs this engine's loop.
+  bool on_loop() const { return ioc_.get_executor().running_in_this_thread(); }
 
   /// The requester is gone: close its upstream request now.
   void cancel(uint64_t id) {
@@ -605,7 +608,10 @@ http_client::~http_client() {
 }
 
 void http_client::start(uint64_t id, call_request req, done_fn done) {
-  if (!life_) {
+  // On the loop's own thread the loop lives (it runs this), and the start
+  // runs at once: not under the token's lock, which every client of the
+  // loop shares.
+  if (!life_ || engine_->on_loop()) {
     engine_->start(id, std::move(req), std::move(done));
     return;
   }

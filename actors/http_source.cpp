@@ -217,7 +217,8 @@ public:
     auto id = new_id(*lane);
     ++stats_->attempts;
     ++stats_->direct_attempts;
-    // Only the post can throw (no memory): the caller answers it.
+    // Only an allocation can throw (no memory): the caller answers it.
+    // On this loop the attempt starts at once (`done` may run first).
     engine->start(id, std::move(req), std::move(done));
     return id;
   }

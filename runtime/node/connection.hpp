@@ -140,23 +140,30 @@ private:
   template <class F>
   static void post_to(const std::shared_ptr<post_gate>& gate,
                       const std::weak_ptr<connection>& weak, F fn) {
-    hand_to(gate, weak, std::move(fn), false);
+    hand_to(gate, weak, std::move(fn), nullptr);
   }
 
+  /// Posts of one sender still to run (`run_or_post`).
+  using posts_pending = std::shared_ptr<std::atomic<uint32_t>>;
+
   /// As `post_to`, but on the connection's own loop `fn` runs at once (no
-  /// post, no round of the loop). Only for a caller that holds no lock and
-  /// is not this connection's own code: a call's actor handing it a piece
-  /// of its answer (`fn` may close the connection, publish events, ...).
+  /// post, no round of the loop) -- unless an earlier post of the same
+  /// sender (`pending`) has not run yet: its pieces stay in order. Only
+  /// for a sender that holds no lock and is not this connection's own
+  /// code: a call's governor handing it a piece of its answer (`fn` may
+  /// close the connection, publish events, ...). A governor moves between
+  /// loops (a timer wakes it anywhere), so some pieces are posted.
   template <class F>
   static void run_or_post(const std::shared_ptr<post_gate>& gate,
-                          const std::weak_ptr<connection>& weak, F fn) {
-    hand_to(gate, weak, std::move(fn), true);
+                          const std::weak_ptr<connection>& weak,
+                          const posts_pending& pending, F fn) {
+    hand_to(gate, weak, std::move(fn), &pending);
   }
 
   template <class F>
   static void hand_to(const std::shared_ptr<post_gate>& gate,
                       const std::weak_ptr<connection>& weak, F fn,
-                      bool inline_here);
+                      const posts_pending* pending);
 
   /// The one failure path: counts, logs, cancels the call, closes.
   void fail(const char* where, const char* what) noexcept;
@@ -216,7 +223,7 @@ void connection::guarded(const char* where, F&& fn) noexcept {
 template <class F>
 void connection::hand_to(const std::shared_ptr<post_gate>& gate,
                          const std::weak_ptr<connection>& weak, F fn,
-                         bool inline_here) {
+                         const posts_pending* pending) {
   std::shared_ptr<connection> c;
   {
     std::lock_guard<std::mutex> guard{gate->mx};
@@ -234,9 +241,17 @@ void connection::hand_to(const std::shared_ptr<post_gate>& gate,
       if (!here)
         ++c->front_.counters.cross_loop_posts;
     }
-    if (!here || !inline_here) {
-      boost::asio::post(exec, [c = std::move(c), fn = std::move(fn)]() mutable {
+    if (!here || pending == nullptr || **pending != 0) {
+      posts_pending count;
+      if (pending != nullptr) {
+        count = *pending;
+        ++*count; // before the post: the sender's next piece sees it
+      }
+      boost::asio::post(exec, [c = std::move(c), fn = std::move(fn),
+                               count = std::move(count)]() mutable {
         c->guarded("a posted result", [&] { fn(*c); });
+        if (count)
+          --*count;
       });
       return;
     }

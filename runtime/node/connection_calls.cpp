@@ -86,22 +86,36 @@ void connection::start_call(const std::string& path) {
     keep_pending();
     std::weak_ptr<connection> weak = shared_from_this();
     // From the call's actor: a piece of the answer, or the result, to the
-    // connection (at once when the actor runs on the connection's loop).
-    auto to_strand = [gate = front_.gate, weak](auto fn) {
-      run_or_post(gate, weak, std::move(fn));
+    // connection (at once when the actor runs on the connection's loop and
+    // no earlier piece waits in a post).
+    // A cancelled result is always posted: it may come from the governor's
+    // end while this connection's own code runs (its `call_.cancel()`,
+    // should the scheduler release the governor at once, as when closed).
+    auto pending = std::make_shared<std::atomic<uint32_t>>(0);
+    auto to_strand = [gate = front_.gate, weak, pending](auto fn,
+                                                          bool at_once_ok) {
+      if (at_once_ok)
+        run_or_post(gate, weak, pending, std::move(fn));
+      else
+        post_to(gate, weak, std::move(fn));
     };
     if (call.stream)
       opts.on_chunk = [to_strand](std::string bytes) {
-        to_strand([bytes = std::move(bytes)](connection& c) mutable {
-          c.on_chunk(std::move(bytes));
-        });
+        to_strand(
+            [bytes = std::move(bytes)](connection& c) mutable {
+              c.on_chunk(std::move(bytes));
+            },
+            true);
       };
     call_ = front_.rt.call(
         std::move(call),
         [to_strand](call_result r) {
-          to_strand([r = std::move(r)](connection& c) mutable {
-            c.on_result(std::move(r));
-          });
+          bool at_once_ok = r.status != call_status::cancelled;
+          to_strand(
+              [r = std::move(r)](connection& c) mutable {
+                c.on_result(std::move(r));
+              },
+              at_once_ok);
         },
         opts);
   } catch (const std::exception& e) {
