@@ -144,24 +144,15 @@ public:
   }
 
   void start(uint64_t id, call_request req, done_fn done) {
-    auto run = [self = shared_from_this(), id, req = std::move(req),
-                done = std::move(done)]() mutable {
+    net::post(ioc_, [self = shared_from_this(), id, req = std::move(req),
+                     done = std::move(done)]() mutable {
       auto ex = std::make_shared<exchange>();
       ex->id = id;
       ex->done = std::move(done);
       self->guarded(ex, "start",
                     [self, ex, &req] { self->begin(ex, std::move(req)); })();
-    };
-    // From the loop's own thread (a governor starting its attempt on its
-    // loop): at once, a round of the loop sooner; a cancel can only come
-    // later. From any other thread: posted (in order with a later cancel).
-    if (on_loop())
-      return run();
-    net::post(ioc_, std::move(run));
+    });
   }
-
-  /// The calling thread runs this engine's loop.
-  bool on_loop() const { return ioc_.get_executor().running_in_this_thread(); }
 
   /// The requester is gone: close its upstream request now.
   void cancel(uint64_t id) {
@@ -608,10 +599,7 @@ http_client::~http_client() {
 }
 
 void http_client::start(uint64_t id, call_request req, done_fn done) {
-  // On the loop's own thread the loop lives (it runs this), and the start
-  // runs at once: not under the token's lock, which every client of the
-  // loop shares.
-  if (!life_ || engine_->on_loop()) {
+  if (!life_) {
     engine_->start(id, std::move(req), std::move(done));
     return;
   }

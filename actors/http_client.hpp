@@ -59,16 +59,13 @@ public:
   // -- attempts ---------------------------------------------------------------
 
   /// From any thread: sends `req` upstream as attempt `id`; `done` gets its
-  /// answer. From the loop's own thread the attempt starts at once, and
-  /// `done` may be called before this returns (a failure found at once);
-  /// from any other thread it is posted. Nothing happens once the loop is
-  /// gone (`life`). Throws only when an allocation fails.
+  /// answer. Nothing happens once the loop is gone (`life`). Throws only
+  /// when the post cannot be allocated.
   void start(uint64_t id, call_request req, done_fn done);
 
   /// From any thread: the requester is gone, so attempt `id`'s upstream
-  /// request is closed now (posted: after its start, which ran at once or
-  /// was posted before it on the loop's FIFO queue). Nothing happens once
-  /// the loop is gone.
+  /// request is closed now (posted after its start, whose post it follows
+  /// on the loop's FIFO queue). Nothing happens once the loop is gone.
   void cancel(uint64_t id);
 
 private:

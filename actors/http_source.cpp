@@ -217,8 +217,7 @@ public:
     auto id = new_id(*lane);
     ++stats_->attempts;
     ++stats_->direct_attempts;
-    // Only an allocation can throw (no memory): the caller answers it.
-    // On this loop the attempt starts at once (`done` may run first).
+    // Only the post can throw (no memory): the caller answers it.
     engine->start(id, std::move(req), std::move(done));
     return id;
   }
