@@ -68,6 +68,12 @@ struct loop_listener {
       : acceptor(loop), backoff(loop), index(index) {
     // nop
   }
+  /// On its loop: stops accepting (and the back-off's restart).
+  void close() noexcept {
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    backoff.cancel();
+  }
   boost::asio::ip::tcp::acceptor acceptor;
   boost::asio::steady_timer backoff;
   size_t index;

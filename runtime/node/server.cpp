@@ -185,8 +185,7 @@ void accept_on_loop_later(front_state& f, node::loop_listener& l) {
 // is closed: the kernel then spreads new connections over the other
 // loops' listeners, instead of queueing them on one nobody accepts from.
 void give_up_listener(node::loop_listener& l, const char* why) noexcept {
-  boost::system::error_code ignored;
-  l.acceptor.close(ignored);
+  l.close();
   try {
     log_limited(accept_log, spdlog::level::err,
                 "event loop {}'s listener closed: {}; the other loops' "
@@ -242,11 +241,7 @@ void accept_on_loop(front_state& f, node::loop_listener& l) {
 /// Closes the per-loop listeners, each on its loop.
 void close_loop_listeners(front_state& f) {
   for (auto& l : f.listeners)
-    net::post(l->acceptor.get_executor(), [&l = *l] {
-      boost::system::error_code ignored;
-      l.acceptor.close(ignored);
-      l.backoff.cancel();
-    });
+    net::post(l->acceptor.get_executor(), [&l = *l] { l.close(); });
 }
 
 void on_accept(front_state& f, bool admin, boost::system::error_code ec,
@@ -337,13 +332,7 @@ bool close_on_loops(front_state& f) {
               left(until)))
     return false;
   for (auto& l : f.listeners)
-    if (!run_on(*f.loops[l->index],
-                [&l = *l] {
-                  boost::system::error_code ec;
-                  l.acceptor.close(ec);
-                  l.backoff.cancel();
-                },
-                left(until)))
+    if (!run_on(*f.loops[l->index], [&l = *l] { l.close(); }, left(until)))
       return false;
   for (auto& c : live_connections(f))
     c->shut();
@@ -370,6 +359,13 @@ void arm_ping(front_state& f) {
     f.events.publish(": ping\n\n");
     arm_ping(f);
   });
+}
+
+// The error of a listener that cannot listen on `host:port`.
+std::runtime_error listen_error(const std::string& host, uint16_t port,
+                                const std::string& why) {
+  return std::runtime_error("cannot listen on " + host + ":" +
+                            std::to_string(port) + ": " + why);
 }
 
 using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
@@ -403,8 +399,7 @@ void listen_on(tcp::acceptor& a, const tcp::endpoint& ep, bool shared,
   if (!ec)
     a.listen(net::socket_base::max_listen_connections, ec);
   if (ec)
-    throw std::runtime_error("cannot listen on " + host + ":" +
-                             std::to_string(ep.port()) + ": " + ec.message());
+    throw listen_error(host, ep.port(), ec.message());
 }
 
 // Holds the name "sluice-node listen ADDRESS PORT" in the abstract Unix
@@ -422,14 +417,11 @@ void lock_listen_address(front_state& f, const tcp::endpoint& ep,
   if (!ec)
     f.listen_lock->bind(net::local::stream_protocol::endpoint{name}, ec);
   if (ec == net::error::address_in_use)
-    throw std::runtime_error("cannot listen on " + host + ":" +
-                             std::to_string(ep.port()) +
-                             ": address already in use (another sluice-node "
-                             "listens there, or is starting on it)");
+    throw listen_error(host, ep.port(),
+                       "address already in use (another sluice-node listens "
+                       "there, or is starting on it)");
   if (ec)
-    throw std::runtime_error("cannot listen on " + host + ":" +
-                             std::to_string(ep.port()) +
-                             ": its lock: " + ec.message());
+    throw listen_error(host, ep.port(), "its lock: " + ec.message());
 }
 
 // Binds `host:port` for the main listener: once, or (`loops` > 1 with
@@ -455,8 +447,7 @@ void bind_main(front_state& f, const std::string& host, uint16_t port) {
     if (!ec)
       probe.bind(ep, ec); // bound, never listening: it takes no connection
     if (ec)
-      throw std::runtime_error("cannot listen on " + host + ":" +
-                               std::to_string(port) + ": " + ec.message());
+      throw listen_error(host, port, ec.message());
   }
   listen_on(f.acceptor, ep, true, host);
   boost::system::error_code ec;
