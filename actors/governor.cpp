@@ -140,6 +140,10 @@ void finish(governor_actor* self, call_result result) {
   auto& st = self->state;
   enter(self, governor_phase::finished);
   result.attempts = std::move(st.attempts);
+  if (st.clock) {
+    result.stalled = st.clock->stalled(self->clock().now());
+    result.productive = st.clock->productive();
+  }
   st.ticket.release(self);
   if (!st.lease.empty())
     self->send(st.cfg.cluster, lease_release_atom_v, std::move(st.lease));

@@ -113,6 +113,10 @@ struct call_result {
   /// a chunk went out, there is no retry or failover: a failure after it
   /// ends the call as `upstream_error` with reason "stream_interrupted".
   bool streamed = false;
+  /// The stall clock's accounts when the call ended: unproductive waiting
+  /// it charged (SPEC's stall budget), and time in productive attempts.
+  duration stalled{};
+  duration productive{};
 
   bool ok() const noexcept { return status == call_status::ok; }
 };

@@ -26,7 +26,9 @@ packages=(
   libclang-rt-14-dev
   python3-prometheus-client
   redis-server
+  chromium
 )
+# chromium: the dashboard's browser test (driven by playwright-core, from npm).
 # The JS end-to-end test (tests/js) needs node and npm; a machine that has them
 # from elsewhere (e.g. a newer Node) keeps its own.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

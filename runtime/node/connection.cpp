@@ -88,7 +88,7 @@ connection::~connection() {
 void connection::start() {
   {
     std::lock_guard<std::mutex> guard{front_.connections_mx};
-    front_.connections[id_] = {tier_, weak_from_this()};
+    front_.connections[id_] = {tier_, weak_from_this(), {}};
   }
   net::dispatch(stream_.get_executor(),
                 [self = shared_from_this()] { self->do_read(); });
@@ -268,8 +268,11 @@ bool connection::check_access() {
   switch (verdict.what) {
   case access_verdict::kind::allowed:
     key_ = verdict.key;
-    if (key_)
+    if (key_) {
       ++key_->requests;
+      if (key_ != listed_key_)
+        list_key();
+    }
     return true;
   case access_verdict::kind::unauthorized:
     refuse_unauthorized(verdict.why);
@@ -279,6 +282,15 @@ bool connection::check_access() {
     return false;
   }
   return false;
+}
+
+// /status names a connection by the key of its latest request.
+void connection::list_key() {
+  listed_key_ = key_;
+  std::lock_guard<std::mutex> guard{front_.connections_mx};
+  auto i = front_.connections.find(id_);
+  if (i != front_.connections.end())
+    i->second.key = key_->name();
 }
 
 void connection::handle() {
@@ -305,6 +317,8 @@ void connection::handle() {
     res.set(http::field::content_type, "text/plain; version=0.0.4");
     return write(std::move(res));
   }
+  case endpoint::dashboard:
+    return serve_dashboard(choice.arg);
   case endpoint::models:
     return list_models(choice.arg);
   case endpoint::call:
@@ -343,7 +357,12 @@ void connection::refuse_unauthorized(const std::string& why) {
               "refused a request from {} to {}: {} (invalid_api_key)", peer_,
               rec_.path, why);
   auto res = error_response(errc::unauthorized, why, false, version_);
-  res.set(http::field::www_authenticate, "Bearer realm=\"sluice\"");
+  // A browser opening the dashboard prompts for the admin key, then sends
+  // it with the page's own requests.
+  res.set(http::field::www_authenticate,
+          is_dashboard_path(rec_.path)
+              ? "Basic realm=\"sluice admin\", charset=\"UTF-8\""
+              : "Bearer realm=\"sluice\"");
   write(std::move(res));
 }
 

@@ -96,6 +96,12 @@ private:
   /// A refusal naming the request field at fault (OpenAI's `param`).
   void refuse_param(errc code, const std::string& why, const char* param);
   void refuse_unauthorized(const std::string& why);
+  /// GET /dashboard (`name` empty) and its files.
+  void serve_dashboard(const std::string& name);
+  /// Publishes how a call without an answer ended on /events.
+  void publish_verdict(const call_result& r, duration elapsed);
+  /// Names this connection in `front_.connections` by `key_`.
+  void list_key();
   /// 429: `key_`'s request rate is spent for `wait`.
   void refuse_rate_limited(std::chrono::duration<double> wait);
   void write(response res);
@@ -201,6 +207,8 @@ private:
   bool admin_ = false;
   /// The request's client key (null: anonymous).
   client_key* key_ = nullptr;
+  /// The key `front_.connections` names this connection by.
+  const client_key* listed_key_ = nullptr;
   /// The request being answered, for its access-log line and headers.
   access_record rec_;
   std::chrono::steady_clock::time_point request_started_;

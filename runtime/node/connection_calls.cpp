@@ -163,15 +163,10 @@ void connection::on_result(call_result r) {
     beast::error_code ignored;
     stream_.socket().cancel(ignored);
   }
-  if (r.status != call_status::ok && r.status != call_status::cancelled) {
-    json v{{"route", route_}, {"status", std::string{to_string(r.status)}}};
-    if (!r.reason.empty())
-      v["reason"] = r.reason;
-    if (r.busy_tier)
-      v["tier"] = std::string{to_string(*r.busy_tier)};
-    front_.events.publish("event: verdict\ndata: " + json_text(v) + "\n\n");
-  }
-  front_.metrics.record(route_, r, std::chrono::steady_clock::now() - started_);
+  auto elapsed = std::chrono::steady_clock::now() - started_;
+  if (r.status != call_status::ok && r.status != call_status::cancelled)
+    publish_verdict(r, elapsed);
+  front_.metrics.record(route_, r, elapsed);
   rec_.source = r.source;
   rec_.attempts = static_cast<uint32_t>(r.attempts.size());
   for (auto& a : r.attempts)
@@ -187,6 +182,30 @@ void connection::on_result(call_result r) {
   if (!r.ok())
     sse_->push(stream_error_frame(r));
   sse_->finish();
+}
+
+// `event: verdict` on /events: how a call that got no answer ended, with
+// what the dashboard lists (the key by name, never the session id).
+void connection::publish_verdict(const call_result& r, duration elapsed) {
+  auto ms = [](duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
+  json v{{"route", route_},
+         {"status", std::string{to_string(r.status)}},
+         {"model", rec_.model.empty() ? json(nullptr) : json(rec_.model)},
+         {"key", key_ ? json(key_->name()) : json(nullptr)},
+         {"attempts", r.attempts.size()},
+         {"elapsed_ms", ms(elapsed)},
+         {"stalled_ms", ms(r.stalled)},
+         {"productive_ms", ms(r.productive)},
+         {"at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count()}};
+  if (!r.reason.empty())
+    v["reason"] = r.reason;
+  if (r.busy_tier)
+    v["tier"] = std::string{to_string(*r.busy_tier)};
+  front_.events.publish("event: verdict\ndata: " + json_text(v) + "\n\n");
 }
 
 // A piece of the answer: the first one sends the response header. From

@@ -5,6 +5,7 @@
 #include "sluice/runtime/node/connection.hpp"
 
 #include "sluice/actors/log.hpp"
+#include "sluice/runtime/node/dashboard_assets.hpp"
 #include "sluice/runtime/node/operator_action.hpp"
 #include "sluice/runtime/node/peer_state.hpp"
 #include "sluice/runtime/node/status_report.hpp"
@@ -13,6 +14,7 @@ namespace sluice::node {
 
 namespace beast = boost::beast;
 namespace net = boost::asio;
+namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 namespace {
@@ -20,6 +22,27 @@ namespace {
 log_limit admin_log;
 
 } // namespace
+
+// -- GET /dashboard -----------------------------------------------------------
+
+void connection::serve_dashboard(const std::string& name) {
+  auto* asset = find_dashboard_asset(name);
+  if (!asset)
+    return refuse(errc::not_found,
+                  "no dashboard file " + echo_text(name) +
+                      " (the page is GET /dashboard)",
+                  keep_);
+  auto res = make_response(200, std::string{asset->body}, keep_, version_);
+  auto view = [](std::string_view v) {
+    return beast::string_view{v.data(), v.size()};
+  };
+  res.set(http::field::content_type, view(asset->content_type));
+  res.set(http::field::cache_control, "no-cache");
+  res.set("Content-Security-Policy", view(dashboard_csp));
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Referrer-Policy", "no-referrer");
+  write(std::move(res));
+}
 
 // -- POST /admin/breakers/SOURCE/ACTION ---------------------------------------
 

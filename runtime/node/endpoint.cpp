@@ -46,10 +46,15 @@ choose_endpoint(std::string_view target, http::verb method,
     return only(method, http::verb::get, endpoint::events, "use GET /events");
   if (*path == "/metrics")
     return only(method, http::verb::get, endpoint::metrics, "use GET /metrics");
+  if (*path == "/dashboard" || path->rfind("/dashboard/", 0) == 0)
+    return only(method, http::verb::get, endpoint::dashboard,
+                "use GET /dashboard",
+                path->size() > 11 ? path->substr(11) : std::string{});
   if (on_admin_listener)
     return refuse(errc::not_found,
                    "the admin listener serves /healthz, /status, /metrics, "
-                   "/events and /admin/ only; calls go to node.listen");
+                   "/events, /dashboard and /admin/ only; calls go to "
+                   "node.listen");
   if (*path == "/v1/models" || path->rfind("/v1/models/", 0) == 0) {
     if (method != http::verb::get)
       return refuse(errc::method_not_allowed, "use GET /v1/models");

@@ -27,6 +27,8 @@ enum class endpoint {
   events,
   /// GET /metrics.
   metrics,
+  /// GET /dashboard (`arg` empty) or /dashboard/NAME (`arg`: NAME).
+  dashboard,
   /// GET /v1/models (`arg` empty) or /v1/models/ID (`arg`: ID, decoded).
   models,
   /// POST on a configured call route (`arg`: the path).
@@ -41,7 +43,7 @@ struct endpoint_choice : refusal {
 };
 
 /// The endpoint of a request to `target` with `method`. The admin listener
-/// serves only /healthz and the operations endpoints. `has_route` tells
+/// serves only /healthz and the operations endpoints (the dashboard too). `has_route` tells
 /// whether a path is a configured call route.
 endpoint_choice
 choose_endpoint(std::string_view target, boost::beast::http::verb method,

@@ -26,4 +26,30 @@ size_t event_hub::size() const {
   return subscribers_.size();
 }
 
+void transition_log::add(std::string json, clock::time_point at) {
+  std::lock_guard<std::mutex> guard{mx_};
+  entries_.emplace_back(at, std::move(json));
+  while (entries_.size() > max_entries)
+    entries_.pop_front();
+  drop_old(at);
+}
+
+std::string transition_log::json_array(clock::time_point now) const {
+  std::lock_guard<std::mutex> guard{mx_};
+  drop_old(now);
+  std::string out = "[";
+  for (auto& [at, text] : entries_) {
+    if (out.size() > 1)
+      out += ',';
+    out += text;
+  }
+  out += ']';
+  return out;
+}
+
+void transition_log::drop_old(clock::time_point now) const {
+  while (!entries_.empty() && now - entries_.front().first > max_age)
+    entries_.pop_front();
+}
+
 } // namespace sluice::node

@@ -6,12 +6,15 @@
 // event happens to find it gone), so connect-and-close floods cost nothing
 // that stays.
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace sluice::node {
 
@@ -42,6 +45,33 @@ private:
   size_t max_;
   mutable std::mutex mx_;
   std::map<uint64_t, push_fn> subscribers_;
+};
+
+/// The last breaker transitions, each as its JSON object's text, for the
+/// snapshot that opens every `/events` stream: a page opened now still
+/// draws the last minutes. Bounded by count and by age; thread-safe.
+class transition_log {
+public:
+  using clock = std::chrono::steady_clock;
+
+  /// Transitions kept at most (older ones are dropped first).
+  static constexpr size_t max_entries = 512;
+
+  /// Transitions older than this are dropped.
+  static constexpr std::chrono::minutes max_age{10};
+
+  /// Adds one transition (`json`: an object's text) seen at `at`.
+  void add(std::string json, clock::time_point at);
+
+  /// The transitions of the last `max_age` before `now`, oldest first, as
+  /// a JSON array's text.
+  std::string json_array(clock::time_point now) const;
+
+private:
+  void drop_old(clock::time_point now) const;
+
+  mutable std::mutex mx_;
+  mutable std::deque<std::pair<clock::time_point, std::string>> entries_;
 };
 
 } // namespace sluice::node

@@ -138,6 +138,8 @@ struct front_state {
   bool main_loopback = true;
   node_metrics metrics;
   event_hub events;
+  /// The last breaker transitions, replayed in every /events snapshot.
+  transition_log transitions;
   front_counters counters;
 
   /// Every open client connection: its tier (for /status) and the
@@ -147,6 +149,9 @@ struct front_state {
   struct connection_entry {
     tier_handle tier;
     std::weak_ptr<connection> conn;
+    /// The client key of its latest request (/status names connections by
+    /// it); empty: anonymous.
+    std::string key;
   };
   std::mutex connections_mx;
   std::map<uint64_t, connection_entry> connections;

@@ -40,6 +40,23 @@ void node_metrics::record(const std::string& route, const call_result& r,
   for (auto& a : r.attempts)
     ++attempts_[{a.source, std::string{policy::to_string(a.kind)}}];
   latency_[route].add(latency_buckets, secs);
+  call_figures f;
+  f.status = r.status == call_status::all_sources_exhausted && !r.reason.empty()
+                 ? r.reason
+                 : std::string{to_string(r.status)};
+  f.attempts = static_cast<uint32_t>(r.attempts.size());
+  f.elapsed = elapsed;
+  f.stalled = r.stalled;
+  f.productive = r.productive;
+  f.at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  auto& ring = recent_[route];
+  if (ring.calls.size() < recent_calls_per_route)
+    ring.calls.push_back(std::move(f));
+  else
+    ring.calls[ring.next] = std::move(f);
+  ring.next = (ring.next + 1) % recent_calls_per_route;
   if (!r.attempts.empty()) {
     auto upstream = duration::zero();
     for (auto& a : r.attempts)
@@ -48,6 +65,27 @@ void node_metrics::record(const std::string& route, const call_result& r,
     overhead_.add(overhead_buckets,
                   std::chrono::duration<double>(overhead).count());
   }
+}
+
+node_metrics::figures node_metrics::read(size_t n) const {
+  figures out;
+  std::lock_guard<std::mutex> guard{mx_};
+  for (auto& [k, count] : attempts_)
+    out.attempts[k.first][k.second] = count;
+  out.overhead_counts = overhead_.buckets;
+  out.overhead_count = overhead_.count;
+  out.overhead_sum = overhead_.sum;
+  for (auto& [route, ring] : recent_) {
+    auto calls = ring.calls;
+    auto k = std::min(n, calls.size());
+    std::partial_sort(calls.begin(), calls.begin() + k, calls.end(),
+                      [](const call_figures& a, const call_figures& b) {
+                        return a.elapsed > b.elapsed;
+                      });
+    calls.resize(k);
+    out.slowest[route] = std::move(calls);
+  }
+  return out;
 }
 
 void node_metrics::histogram::add(const std::array<double, 15>& bounds,

@@ -99,6 +99,33 @@ public:
   /// Writes the counters and histograms to `out`.
   void write(prom_text& out) const;
 
+  /// Finished calls kept per route for the slowest-calls view.
+  static constexpr size_t recent_calls_per_route = 64;
+
+  /// One finished call, as the dashboard's stall-budget bars show it.
+  struct call_figures {
+    std::string status;
+    uint32_t attempts = 0;
+    duration elapsed{};
+    duration stalled{};
+    duration productive{};
+    /// When it ended (wall clock, ms since the epoch).
+    int64_t at_ms = 0;
+  };
+
+  /// What `GET /status` shows of the counters: attempts per source and
+  /// outcome, the overhead histogram (cumulative, for rates between two
+  /// reads), and the `n` slowest of each route's recent calls.
+  struct figures {
+    std::map<std::string, std::map<std::string, uint64_t>> attempts;
+    std::array<uint64_t, 15> overhead_counts{};
+    uint64_t overhead_count = 0;
+    double overhead_sum = 0;
+    std::map<std::string, std::vector<call_figures>> slowest;
+  };
+
+  figures read(size_t n) const;
+
 private:
   struct histogram {
     std::array<uint64_t, latency_buckets.size()> buckets{};
@@ -115,6 +142,12 @@ private:
   std::map<std::string, uint64_t> verdicts_;
   std::map<std::string, histogram> latency_;
   histogram overhead_;
+  /// Per route: a ring of its last `recent_calls_per_route` calls.
+  struct recent_ring {
+    std::vector<call_figures> calls;
+    size_t next = 0;
+  };
+  std::map<std::string, recent_ring> recent_;
 };
 
 } // namespace sluice

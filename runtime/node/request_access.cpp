@@ -1,5 +1,8 @@
 #include "sluice/runtime/node/request_access.hpp"
 
+#include <cctype>
+#include <cstdint>
+
 namespace sluice::node {
 
 namespace http = boost::beast::http;
@@ -23,6 +26,15 @@ access_verdict decide_operations(std::string_view path,
                    "/admin/ takes no cross-origin requests (an Origin header "
                    "was sent)");
   auto presented = read_presented_key(headers);
+  // A browser's Basic credentials: the password is the key.
+  std::optional<std::string> basic;
+  if (auto a = headers.find(http::field::authorization);
+      a != headers.end() && headers.count(http::field::authorization) == 1)
+    basic = basic_password({a->value().data(), a->value().size()});
+  if (basic) {
+    presented.what = presented_key::kind::token;
+    presented.token = *basic;
+  }
   ops_request ops;
   ops.on_admin_listener = ctx.on_admin_listener;
   ops.admin_key_configured = ctx.admin_key_configured;
@@ -80,9 +92,72 @@ access_verdict decide_client(const http::fields& headers,
 
 } // namespace
 
+bool is_dashboard_path(std::string_view path) noexcept {
+  return path == "/dashboard" || path.rfind("/dashboard/", 0) == 0;
+}
+
 bool is_operations_path(std::string_view path) noexcept {
   return path == "/status" || path == "/metrics" || path == "/events" ||
-         path.rfind("/admin/", 0) == 0;
+         is_dashboard_path(path) || path.rfind("/admin/", 0) == 0;
+}
+
+std::optional<std::string> basic_password(std::string_view value) {
+  constexpr std::string_view scheme = "basic ";
+  if (value.size() < scheme.size())
+    return std::nullopt;
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (static_cast<char>(std::tolower(static_cast<unsigned char>(value[i]))) !=
+        scheme[i])
+      return std::nullopt;
+  value.remove_prefix(scheme.size());
+  while (!value.empty() && value.front() == ' ')
+    value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+    value.remove_suffix(1);
+  // Base64 (RFC 4648), padded to a multiple of four.
+  if (value.empty() || value.size() % 4 != 0)
+    return std::nullopt;
+  auto sextet = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z')
+      return c - 'A';
+    if (c >= 'a' && c <= 'z')
+      return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+      return c - '0' + 52;
+    if (c == '+')
+      return 62;
+    if (c == '/')
+      return 63;
+    return -1;
+  };
+  std::string decoded;
+  decoded.reserve(value.size() / 4 * 3);
+  for (size_t i = 0; i < value.size(); i += 4) {
+    bool last = i + 4 == value.size();
+    int pad = 0;
+    uint32_t bits = 0;
+    for (size_t j = 0; j < 4; ++j) {
+      char c = value[i + j];
+      if (c == '=' && last && j >= 2 && (j == 3 || value[i + 3] == '=')) {
+        ++pad;
+        bits <<= 6;
+        continue;
+      }
+      auto v = sextet(c);
+      if (v < 0 || pad > 0)
+        return std::nullopt;
+      bits = bits << 6 | static_cast<uint32_t>(v);
+    }
+    decoded += static_cast<char>(bits >> 16 & 0xff);
+    if (pad < 2)
+      decoded += static_cast<char>(bits >> 8 & 0xff);
+    if (pad < 1)
+      decoded += static_cast<char>(bits & 0xff);
+  }
+  auto colon = decoded.find(':');
+  if (colon == std::string::npos || colon + 1 == decoded.size())
+    return std::nullopt;
+  return decoded.substr(colon + 1);
 }
 
 access_verdict decide_access(std::string_view path, const http::fields& headers,

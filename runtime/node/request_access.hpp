@@ -7,6 +7,7 @@
 // tests need neither a socket nor an actor system.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,8 +18,20 @@
 namespace sluice::node {
 
 /// Whether `path` is an operations endpoint (/status, /metrics, /events,
-/// /admin/...): the admin key's rule applies, not the client keys'.
+/// /dashboard, /admin/...): the admin key's rule applies, not the client
+/// keys'.
 bool is_operations_path(std::string_view path) noexcept;
+
+/// Whether `path` is the dashboard (/dashboard or /dashboard/...): its 401
+/// asks a browser for Basic credentials.
+bool is_dashboard_path(std::string_view path) noexcept;
+
+/// The password of an `Authorization: Basic BASE64(USER:PASSWORD)` value
+/// (RFC 7617; the user is ignored), or nothing if `value` is not one:
+/// another scheme, invalid base64, no colon, an empty password. A browser
+/// sends the admin key this way to the operations endpoints once its user
+/// typed it into the dashboard's sign-in prompt.
+std::optional<std::string> basic_password(std::string_view value);
 
 /// What the rule reads of the node: fixed while the front runs, except the
 /// lookups, which read the front's keys.

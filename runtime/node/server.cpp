@@ -514,7 +514,9 @@ http_front::http_front(runtime& rt, const node_settings& settings,
   impl_->event_relay = spawn_breaker_listener(
       rt.system(), std::move(breakers), [state](const breaker_event& ev) {
         try {
-          state->events.publish(node::breaker_event_frame(ev));
+          auto text = node::breaker_event_json(ev);
+          state->transitions.add(text, ev.at);
+          state->events.publish(node::breaker_event_frame(text));
         } catch (const std::exception& e) {
           log_limited(thread_log, spdlog::level::err,
                       "publishing a breaker event threw: {}", e.what());

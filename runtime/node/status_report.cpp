@@ -18,6 +18,43 @@ json tier_json(const tier_status& t) {
   return {{"cap", t.cap}, {"in_use", t.in_use}, {"waiting", t.waiting}};
 }
 
+int64_t wall_ms(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
+double millis(duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// The calls' figures of /status: the gateway overhead histogram
+// (cumulative; a reader takes quantiles of the difference between two
+// reads) and each route's slowest recent calls with their stall accounts.
+json calls_json(const node_metrics::figures& f) {
+  json bounds = json::array();
+  for (auto b : node_metrics::overhead_buckets)
+    bounds.push_back(b);
+  json slowest = json::object();
+  for (auto& [route, calls] : f.slowest) {
+    json list = json::array();
+    for (auto& c : calls)
+      list.push_back({{"status", c.status},
+                      {"attempts", c.attempts},
+                      {"elapsed_ms", millis(c.elapsed)},
+                      {"stalled_ms", millis(c.stalled)},
+                      {"productive_ms", millis(c.productive)},
+                      {"at_ms", c.at_ms}});
+    slowest[route] = std::move(list);
+  }
+  return {{"overhead",
+           {{"bounds_s", std::move(bounds)},
+            {"buckets", f.overhead_counts},
+            {"count", f.overhead_count},
+            {"sum_s", f.overhead_sum}}},
+          {"slowest", std::move(slowest)}};
+}
+
 } // namespace
 
 void collect_scopes(front_state& front, std::function<void(json)> answer) {
@@ -89,9 +126,13 @@ json status_json(front_state& front, json scopes) {
   json connections = json::object();
   {
     std::lock_guard<std::mutex> guard{front.connections_mx};
-    for (auto& [id, c] : front.connections)
-      connections[std::to_string(id)] = tier_json(c.tier.status());
+    for (auto& [id, c] : front.connections) {
+      auto entry = tier_json(c.tier.status());
+      entry["key"] = c.key.empty() ? json(nullptr) : json(c.key);
+      connections[std::to_string(id)] = std::move(entry);
+    }
   }
+  auto figures = front.metrics.read(slowest_calls_shown);
   json sources = json::array();
   std::map<std::string, std::string> broken;
   for (auto& [name, why] : front.rt.broken_sources())
@@ -110,7 +151,11 @@ json status_json(front_state& front, json scopes) {
                         {{"state", std::string{policy::to_string(b.state)}},
                          {"generation", b.generation}}},
                        {"aimd_limit", s.tier->cap()},
-                       {"in_flight", t.in_use}});
+                       {"in_flight", t.in_use},
+                       {"attempts_by_outcome",
+                        figures.attempts.count(s.name) > 0
+                            ? json(figures.attempts[s.name])
+                            : json::object()}});
     // An https:// source: whether it verifies (false is an explicit
     // opt-out an operator must see) and its handshakes.
     auto http = front.rt.find_http_source(s.name);
@@ -137,7 +182,10 @@ json status_json(front_state& front, json scopes) {
                         {"redis_errors", c->errors.load()}};
   auto fds = current_fd_usage();
   auto& k = front.counters;
-  return {{"tiers", std::move(tiers)},
+  return {{"now_ms", wall_ms(std::chrono::system_clock::now())},
+          {"started_ms", front.started_unix * 1000},
+          {"tiers", std::move(tiers)},
+          {"calls", calls_json(figures)},
           {"connections", front.open_connections.load()},
           {"calls_in_flight", front.in_flight.load()},
           {"sources", std::move(sources)},
@@ -198,24 +246,31 @@ std::string breaker_snapshot_frame(front_state& front) {
                         {"state", std::string{policy::to_string(b.state)}},
                         {"generation", b.generation}});
   }
-  return "event: snapshot\ndata: " +
-         json_text(json{{"breakers", std::move(breakers)}}) + "\n\n";
+  // The recent transitions are spliced in as they were published.
+  auto text = json_text(json{{"breakers", std::move(breakers)},
+                              {"started_ms", front.started_unix * 1000}});
+  text.pop_back(); // the object's closing brace
+  return "event: snapshot\ndata: " + text + ",\"history\":" +
+         front.transitions.json_array(std::chrono::steady_clock::now()) +
+         "}\n\n";
 }
 
-std::string breaker_event_frame(const breaker_event& ev) {
+std::string breaker_event_json(const breaker_event& ev) {
   // Wall-clock time of the transition (the event carries steady time).
   auto wall = std::chrono::system_clock::now() -
               std::chrono::duration_cast<std::chrono::system_clock::duration>(
                   steady::now() - ev.at);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                wall.time_since_epoch())
-                .count();
+  auto ms = wall_ms(wall);
   json data{{"source", ev.source},
             {"from", std::string{policy::to_string(ev.from)}},
             {"to", std::string{policy::to_string(ev.to)}},
             {"generation", ev.generation},
             {"at_ms", ms}};
-  return "event: breaker\ndata: " + json_text(data) + "\n\n";
+  return json_text(data);
+}
+
+std::string breaker_event_frame(const std::string& json) {
+  return "event: breaker\ndata: " + json + "\n\n";
 }
 
 } // namespace sluice::node

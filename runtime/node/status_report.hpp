@@ -27,6 +27,9 @@ constexpr auto status_backend_timeout = std::chrono::seconds{1};
 void collect_scopes(front_state& front,
                     std::function<void(nlohmann::json)> answer);
 
+/// Slowest recent calls per route shown by /status.
+constexpr size_t slowest_calls_shown = 8;
+
 /// Longest wait for a breaker's answer to an operator action.
 constexpr auto breaker_action_timeout = std::chrono::seconds{5};
 
@@ -48,7 +51,11 @@ std::string metrics_text(front_state& front);
 /// `event: snapshot` with every breaker's state and generation.
 std::string breaker_snapshot_frame(front_state& front);
 
-/// `event: breaker` for one transition.
-std::string breaker_event_frame(const breaker_event& ev);
+/// One transition as a JSON object's text: source, from, to, generation,
+/// at_ms (wall clock).
+std::string breaker_event_json(const breaker_event& ev);
+
+/// `event: breaker` for one transition (`json`: `breaker_event_json`).
+std::string breaker_event_frame(const std::string& json);
 
 } // namespace sluice::node

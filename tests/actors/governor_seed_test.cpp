@@ -94,6 +94,9 @@ TEST_CASE_METHOD(governor_fixture,
   CHECK(c.result().attempts[0].elapsed == 300s);
   CHECK(c.result().attempts[1].kind == outcome_kind::ok);
   CHECK(c.report->done_at - t0 == 300s + 2s + 1s); // attempt, backoff, answer
+  // The stall clock charged the backoff only: both attempts were work.
+  CHECK(c.result().productive == 301s);
+  CHECK(c.result().stalled == 2s);
   // The built-in source timed the attempt out itself and dropped it.
   CHECK(stats(0).timed_out == 1);
   CHECK(stats(0).in_flight == 0);
@@ -157,6 +160,10 @@ TEST_CASE_METHOD(governor_fixture,
   // Polls are 2.5-5 s apart: the verdict comes in the first poll past 300 s.
   CHECK(c.report->done_at - t0 > 300s);
   CHECK(c.report->done_at - t0 <= 305s);
+  // The result carries the stall clock's accounts: all of it was charged.
+  CHECK(c.result().stalled > 300s);
+  CHECK(c.result().stalled <= c.report->done_at - t0);
+  CHECK(c.result().productive == duration::zero());
 }
 
 TEST_CASE_METHOD(governor_fixture,
@@ -174,6 +181,9 @@ TEST_CASE_METHOD(governor_fixture,
   CHECK(c.result().attempts.size() == 143);
   CHECK(c.report->done_at - t0 > 300s);
   CHECK(c.report->done_at - t0 < 303s);
+  // 429s are refunded: none of their time was productive.
+  CHECK(c.result().productive == duration::zero());
+  CHECK(c.result().stalled > 300s);
 }
 
 TEST_CASE_METHOD(governor_fixture,

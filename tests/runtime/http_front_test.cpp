@@ -243,6 +243,24 @@ TEST_CASE_METHOD(fixture, "GET /status reports tiers and sources") {
   CHECK(age.get<double>() >= 0.0);
   CHECK(age.get<double>() < 5.0);
   CHECK(after["tiers"]["sessions"].empty()); // no call in flight
+  // The dashboard's figures: attempts by outcome per source, the overhead
+  // histogram, each route's slowest calls with their stall accounts.
+  CHECK(after["now_ms"].get<int64_t>() > 1700000000000);
+  auto& overhead = after["calls"]["overhead"];
+  CHECK(overhead["count"].get<int>() >= 2);
+  CHECK(overhead["bounds_s"].size() == overhead["buckets"].size());
+  auto& slowest = after["calls"]["slowest"]["/v1/chat/completions"];
+  REQUIRE(slowest.size() == 1);
+  CHECK(slowest[0]["status"] == "ok");
+  CHECK(slowest[0]["attempts"] == 1);
+  CHECK(slowest[0]["elapsed_ms"].get<double>() >=
+        slowest[0]["productive_ms"].get<double>());
+  CHECK(slowest[0]["stalled_ms"].get<double>() >= 0.0);
+  int ok_attempts = 0;
+  for (auto& s : after["sources"])
+    if (s["attempts_by_outcome"].contains("ok"))
+      ok_attempts += s["attempts_by_outcome"]["ok"].get<int>();
+  CHECK(ok_attempts >= 2);
 }
 
 TEST_CASE_METHOD(fixture, "GET /metrics counts calls, verdicts and attempts") {
@@ -317,6 +335,32 @@ TEST_CASE_METHOD(fixture,
   CHECK(seen.find("event: breaker") != std::string::npos);
   CHECK(seen.find("\"source\":\"fast\"") != std::string::npos);
   CHECK(seen.find("\"to\":\"open\"") != std::string::npos);
+  // A verdict says how the call went: attempts, time, the stall clock's
+  // charge, the key (none here) and the model (none sent).
+  CHECK(seen.find("\"attempts\":") != std::string::npos);
+  CHECK(seen.find("\"stalled_ms\":") != std::string::npos);
+  CHECK(seen.find("\"key\":null") != std::string::npos);
+  // A stream opened later replays the transitions in its snapshot.
+  beast::tcp_stream late{ioc};
+  late.connect(tcp::endpoint{net::ip::make_address("127.0.0.1"), port()});
+  http::write(late, req);
+  beast::flat_buffer late_buf;
+  http::response_parser<http::empty_body> late_header;
+  http::read_header(late, late_buf, late_header);
+  REQUIRE(late_header.get().result_int() == 200);
+  std::string snapshot = beast::buffers_to_string(late_buf.data());
+  while (snapshot.find("\n\n") == std::string::npos) {
+    char chunk[4096];
+    auto n = late.socket().read_some(net::buffer(chunk));
+    snapshot.append(chunk, n);
+  }
+  INFO("the snapshot: " << snapshot);
+  CHECK(snapshot.rfind("event: snapshot\ndata: {\"breakers\":[", 0) == 0);
+  auto history = snapshot.find("\"history\":[{");
+  REQUIRE(history != std::string::npos);
+  CHECK(snapshot.find("\"to\":\"open\"", history) != std::string::npos);
+  CHECK(nlohmann::json::accept(
+      snapshot.substr(22, snapshot.find("\n\n") - 22)));
 }
 
 TEST_CASE_METHOD(fixture, "a streamed call is passed through as server-sent "

@@ -104,3 +104,18 @@ TEST_CASE_METHOD(fixture, "endpoint: the admin listener serves no calls") {
     CHECK(r.why.find("calls go to node.listen") != std::string::npos);
   }
 }
+
+TEST_CASE_METHOD(fixture, "endpoint: the dashboard and its files") {
+  auto page = choose("/dashboard");
+  CHECK(page.to == endpoint::dashboard);
+  CHECK(page.arg.empty());
+  CHECK(choose("/dashboard/").arg.empty());
+  auto script = choose("/dashboard/app.js");
+  CHECK(script.to == endpoint::dashboard);
+  CHECK(script.arg == "app.js");
+  auto posted = choose("/dashboard", http::verb::post);
+  REQUIRE(posted.error);
+  CHECK(*posted.error == errc::method_not_allowed);
+  admin = true; // served on the admin listener too
+  CHECK(choose("/dashboard").to == endpoint::dashboard);
+}

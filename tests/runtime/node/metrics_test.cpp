@@ -134,3 +134,35 @@ TEST_CASE("each family has one HELP and one TYPE line before its samples - "
   // No raw newline inside a sample: every line is a comment or a sample.
   CHECK(t.find("\nd\"") == std::string::npos);
 }
+
+TEST_CASE("metrics: the dashboard's figures") {
+  node_metrics m;
+  // 70 calls on one route, 1..70 ms each: the ring keeps the last 64.
+  for (int i = 1; i <= 70; ++i) {
+    auto r = ok_after("a", d(500us));
+    r.stalled = d(std::chrono::microseconds{i * 100});
+    r.productive = d(500us);
+    m.record("/r", r, d(std::chrono::microseconds{i * 1000}));
+  }
+  call_result busy;
+  busy.status = call_status::all_sources_exhausted;
+  busy.reason = "stalled";
+  m.record("/other", busy, d(2000us));
+  auto f = m.read(3);
+  CHECK(f.attempts["a"]["ok"] == 70);
+  CHECK(f.overhead_count == 70);
+  REQUIRE(f.slowest["/r"].size() == 3);
+  CHECK(f.slowest["/r"][0].elapsed == d(70000us)); // slowest first
+  CHECK(f.slowest["/r"][1].elapsed == d(69000us));
+  CHECK(f.slowest["/r"][0].stalled == d(7000us));
+  CHECK(f.slowest["/r"][0].productive == d(500us));
+  CHECK(f.slowest["/r"][0].attempts == 1);
+  CHECK(f.slowest["/r"][0].status == "ok");
+  // An all_sources_exhausted call is shown by its reason.
+  REQUIRE(f.slowest["/other"].size() == 1);
+  CHECK(f.slowest["/other"][0].status == "stalled");
+  // The ring is bounded: the first six calls (1..6 ms) were overwritten.
+  auto all = m.read(1000);
+  CHECK(all.slowest["/r"].size() == node_metrics::recent_calls_per_route);
+  CHECK(all.slowest["/r"].back().elapsed == d(7000us));
+}

@@ -149,3 +149,52 @@ TEST_CASE_METHOD(fixture, "access: loopback without any key serves ops") {
   ctx.main_listener_loopback = false;
   CHECK(decide("/status").what == kind::forbidden);
 }
+
+TEST_CASE_METHOD(fixture, "access: the dashboard is an operations path") {
+  CHECK(is_operations_path("/dashboard"));
+  CHECK(is_operations_path("/dashboard/app.js"));
+  CHECK(is_dashboard_path("/dashboard/"));
+  CHECK_FALSE(is_dashboard_path("/dashboards"));
+  CHECK_FALSE(is_operations_path("/dashboardx"));
+  CHECK(decide("/dashboard").what == kind::unauthorized);
+  bearer("sk-alice"); // a client key opens no operations endpoint
+  CHECK(decide("/dashboard").what == kind::unauthorized);
+  bearer("sk-admin");
+  CHECK(decide("/dashboard/app.css").what == kind::allowed);
+}
+
+TEST_CASE("access: a Basic credential's password") {
+  // "admin:sk-admin", "x:p", ":k" (no user), with and without padding.
+  CHECK(basic_password("Basic YWRtaW46c2stYWRtaW4=") == "sk-admin");
+  CHECK(basic_password("basic eDpw") == "p");
+  CHECK(basic_password("BASIC   Oms=  ") == "k");
+  CHECK(basic_password("Basic dTpwYXNzd29yZA==") == "password");
+  // A password may hold colons: only the first one splits.
+  CHECK(basic_password("Basic dTphOmI=") == "a:b");
+  // Not Basic, not base64, no colon, an empty password.
+  CHECK_FALSE(basic_password("Bearer YWRtaW46c2stYWRtaW4="));
+  CHECK_FALSE(basic_password("Basic"));
+  CHECK_FALSE(basic_password("Basic "));
+  CHECK_FALSE(basic_password("Basic YWRtaW46c2stYWRtaW4")); // length 23
+  CHECK_FALSE(basic_password("Basic YW=taW46"));             // '=' inside
+  CHECK_FALSE(basic_password("Basic YWRt*W46"));             // '*'
+  CHECK_FALSE(basic_password("Basic YWRtaW4="));             // "admin"
+  CHECK_FALSE(basic_password("Basic dTo="));                 // "u:"
+  CHECK_FALSE(basic_password("Basic ===="));
+  CHECK_FALSE(basic_password("Basic a==="));
+}
+
+TEST_CASE_METHOD(fixture, "access: Basic credentials carry the admin key") {
+  headers.set(http::field::authorization, "Basic YWRtaW46c2stYWRtaW4=");
+  CHECK(decide("/dashboard").what == kind::allowed);
+  CHECK(decide("/status").what == kind::allowed);
+  CHECK(decide("/events").what == kind::allowed);
+  // A wrong password is a wrong key.
+  headers.set(http::field::authorization, "Basic YWRtaW46bm9wZQ=="); // admin:nope
+  auto wrong = decide("/status");
+  CHECK(wrong.what == kind::unauthorized);
+  CHECK(wrong.why == "incorrect admin key");
+  // Calls take no Basic credentials: a client key is sent as Bearer.
+  headers.set(http::field::authorization, "Basic YTpzay1hbGljZQ=="); // a:sk-alice
+  CHECK(decide("/v1/chat/completions").what == kind::unauthorized);
+}

@@ -1,0 +1,364 @@
+// The dashboard in a real browser: Debian's Chromium, headless, driven by
+// playwright-core, against a sluice-node whose simulated primary fails for
+// its first seconds and then recovers.
+//
+//   node tests/js/dashboard_e2e.mjs PATH_TO_SLUICE_NODE ARTIFACT_DIR
+//
+// Checks, in order: /dashboard needs the admin key (401 with a Basic
+// challenge; Bearer and Basic both open it) and is served with a strict
+// CSP; both sources appear; the primary's band shows open, then half_open,
+// then closed; the global tier's in-use figure on the page equals /status's
+// at the same moment; a tool_busy verdict appears after an overload burst;
+// the page survives a node restart (says so, then is live again); dark mode
+// renders. The page's scripts must log no console error (network errors
+// while the node is down are the browser's, and expected). Screenshots go to
+// ARTIFACT_DIR. Prints one line per check; exits non-zero on any failure.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { chromium } from 'playwright-core';
+import { startNode, waitHealthy, withTimeout } from './node_process.mjs';
+
+const nodeBinary = process.argv[2];
+const artifacts = process.argv[3] || path.join(os.tmpdir(), 'sluice-dashboard-artifacts');
+if (!nodeBinary) {
+  console.error('usage: node dashboard_e2e.mjs PATH_TO_SLUICE_NODE [ARTIFACT_DIR]');
+  process.exit(64);
+}
+const CHROMIUM = process.env.SLUICE_CHROMIUM || '/usr/bin/chromium';
+const ADMIN_KEY = 'dashboard-admin-key-0123456789';
+const OVERALL_TIMEOUT_MS = 150_000;
+const FAIL_FOR_S = 5; // the primary's failing phase
+
+// The primary fails every attempt for FAIL_FOR_S seconds from the node's
+// start, then answers; "slow" holds calls in flight long enough to read a
+// tier; the global cap is small so that a burst gets tool_busy.
+const CONFIG = `
+[node]
+access_log = "off"
+shutdown_grace_s = 1
+events_ping_s = 2
+
+[auth]
+admin_key = "env:SLUICE_DASHBOARD_ADMIN_KEY"
+
+[admission]
+session_cap = 64
+connection_cap = 64
+global_cap = 8
+wait_timeout_s = 0.5
+
+[sources.primary]
+type = "simulated"
+seed = 1
+  [sources.primary.breaker]
+  window_size = 10
+  min_samples = 4
+  failure_rate_threshold = 0.5
+  open_duration_s = 2
+  [[sources.primary.phases]]
+  length_s = ${FAIL_FOR_S}
+  latency_min_ms = 5
+  latency_max_ms = 10
+  transient_rate = 1.0
+  [[sources.primary.phases]]
+  latency_min_ms = 5
+  latency_max_ms = 20
+
+[sources.backup]
+type = "simulated"
+seed = 2
+  [[sources.backup.phases]]
+  latency_min_ms = 10
+  latency_max_ms = 30
+
+[sources.slow]
+type = "simulated"
+seed = 3
+  [[sources.slow.phases]]
+  latency_min_ms = 5000
+  latency_max_ms = 5000
+
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["primary", "backup"]
+  [routes."/v1/chat/completions".models]
+  "slow" = ["slow"]
+`;
+
+// -- checks -------------------------------------------------------------------
+
+let passed = 0;
+let failed = 0;
+class CheckFailure extends Error {}
+function expect(cond, what) {
+  if (!cond) throw new CheckFailure(what);
+}
+async function check(name, fn) {
+  try {
+    const detail = await fn();
+    passed++;
+    console.log(`PASS ${name}${detail ? ` (${detail})` : ''}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: ${e instanceof CheckFailure ? e.message : e?.stack ?? String(e)}`);
+  }
+}
+
+// Polls `fn` until it returns a truthy value; throws `what` after `ms`.
+async function until(fn, ms, what) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    last = await fn();
+    if (last) return last;
+    await sleep(100);
+  }
+  throw new CheckFailure(`${what} (not within ${ms} ms)`);
+}
+
+// -- traffic ------------------------------------------------------------------
+
+function chat(port, model = 'any') {
+  return fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
+  }).then(async (r) => ({ status: r.status, body: await r.text() }), (e) => ({ status: 0, body: e.message }));
+}
+
+// Calls at about `perSecond` until stopped; resolves when all are answered.
+function steadyTraffic(port, perSecond) {
+  let on = true;
+  const pending = new Set();
+  const loop = (async () => {
+    while (on) {
+      const p = chat(port);
+      pending.add(p);
+      p.finally(() => pending.delete(p));
+      await sleep(1000 / perSecond);
+    }
+  })();
+  return async () => {
+    on = false;
+    await loop;
+    await Promise.all([...pending]);
+  };
+}
+
+async function statusJson(port) {
+  const r = await fetch(`http://127.0.0.1:${port}/status`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+  expect(r.status === 200, `/status answered ${r.status}`);
+  return r.json();
+}
+
+// -- the run ------------------------------------------------------------------
+
+async function main() {
+  fs.mkdirSync(artifacts, { recursive: true });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-dashboard-'));
+  const configPath = path.join(dir, 'node.toml');
+  fs.writeFileSync(configPath, CONFIG);
+  const env = { SLUICE_DASHBOARD_ADMIN_KEY: ADMIN_KEY };
+
+  let node = startNode(nodeBinary, { config: configPath, env });
+  let browser = null;
+  try {
+    const port = await withTimeout(node.port, 15_000, 'sluice-node did not report its port');
+    await waitHealthy(port);
+    const base = `http://127.0.0.1:${port}`;
+    const stopTraffic = steadyTraffic(port, 25);
+
+    await check('GET /dashboard needs the admin key: 401 with a Basic challenge', async () => {
+      const r = await fetch(`${base}/dashboard`);
+      expect(r.status === 401, `status ${r.status}`);
+      const challenge = r.headers.get('www-authenticate') || '';
+      expect(/^Basic realm="sluice admin"/.test(challenge), `WWW-Authenticate ${challenge}`);
+      const wrong = await fetch(`${base}/dashboard`, { headers: { authorization: `Basic ${Buffer.from('admin:nope').toString('base64')}` } });
+      expect(wrong.status === 401, `a wrong password: ${wrong.status}`);
+      return challenge;
+    });
+
+    await check('the page and its files are served with the key, under a strict CSP', async () => {
+      const bearer = await fetch(`${base}/dashboard`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+      expect(bearer.status === 200, `Bearer: ${bearer.status}`);
+      expect((bearer.headers.get('content-type') || '').startsWith('text/html'), `content-type ${bearer.headers.get('content-type')}`);
+      const csp = bearer.headers.get('content-security-policy') || '';
+      expect(csp.includes("script-src 'self'") && csp.includes("default-src 'none'"), `CSP ${csp}`);
+      const html = await bearer.text();
+      expect(!/https?:\/\/(?!127\.0\.0\.1)/.test(html.replace(/http:\/\/www\.w3\.org\/[^"']*/g, '')), 'the page refers to another host');
+      const basic = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_KEY}`).toString('base64')}` };
+      for (const f of ['app.js', 'app.css']) {
+        const r = await fetch(`${base}/dashboard/${f}`, { headers: basic });
+        expect(r.status === 200, `${f}: ${r.status}`);
+        const text = await r.text();
+        expect(!/https?:\/\/(?!www\.w3\.org\/2000\/svg)/.test(text), `${f} refers to another host`);
+      }
+      const missing = await fetch(`${base}/dashboard/nope.js`, { headers: basic });
+      expect(missing.status === 404, `a missing file: ${missing.status}`);
+      return csp;
+    });
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync'],
+    });
+    const context = await browser.newContext({
+      viewport: { width: 1280, height: 800 },
+      httpCredentials: { username: 'admin', password: ADMIN_KEY },
+    });
+    const page = await context.newPage();
+    // Console errors: the page's own are failures; network errors while the
+    // node is down (restart window) are the browser's.
+    const consoleErrors = [];
+    let restartWindow = false;
+    page.on('console', (m) => {
+      if (m.type() !== 'error') return;
+      const text = m.text();
+      if (restartWindow && /net::ERR_|Failed to load resource|EventSource/.test(text)) return;
+      consoleErrors.push(text);
+    });
+    page.on('pageerror', (e) => consoleErrors.push(`uncaught: ${e.message}`));
+    const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: false });
+
+    await page.goto(`${base}/dashboard`);
+
+    await check('the span switches to the last minute', async () => {
+      await page.click('#view');
+      const label = await page.textContent('#view');
+      expect(label === 'span: 60 s', `the button says ${label}`);
+      return label;
+    });
+
+    await check('both sources appear', async () => {
+      await until(() => page.evaluate(() => document.querySelectorAll('article.source').length >= 3), 10_000,
+        'the sources did not appear');
+      const names = await page.$$eval('article.source', (a) => a.map((e) => e.dataset.source));
+      expect(names.includes('primary') && names.includes('backup'), `sources ${names}`);
+      return names.join(', ');
+    });
+
+    const bandStates = () => page.$$eval('svg.bands[data-source="primary"] rect', (r) => r.map((e) => e.dataset.state));
+    let openAt;
+    await check("the primary's band shows open while it fails", async () => {
+      const states = await until(async () => {
+        const s = await bandStates();
+        return s.includes('open') ? s : null;
+      }, (FAIL_FOR_S + 3) * 1000, 'no open band');
+      openAt = Date.now();
+      await shot('breaker-open');
+      return states.join(' → ');
+    });
+
+    await check('then half_open, then closed once the primary recovers', async () => {
+      const states = await until(async () => {
+        const s = await bandStates();
+        const o = s.indexOf('open');
+        const h = s.indexOf('half_open', o);
+        const c = s.lastIndexOf('closed');
+        return o >= 0 && h > o && c > h ? s : null;
+      }, (FAIL_FOR_S + 12) * 1000, `no open → half_open → closed (bands ${await bandStates()})`);
+      const badge = await page.textContent('article.source[data-source="primary"] .state');
+      expect(badge === 'closed', `the badge says ${badge}`);
+      await shot('breaker-recovered');
+      return `${states.join(' → ')}, ${((Date.now() - openAt) / 1000).toFixed(1)} s after open was seen`;
+    });
+
+    await check('a band tells its transition time and generation on hover', async () => {
+      const title = await page.$eval('svg.bands[data-source="primary"] rect[data-state="half_open"] title', (t) => t.textContent);
+      expect(/^half_open from \d\d:\d\d:\d\d for .* · generation \d+$/.test(title), `title ${title}`);
+      return title;
+    });
+
+    await stopTraffic();
+
+    await check("the global tier's in-use figure matches /status", async () => {
+      const held = [chat(port, 'slow'), chat(port, 'slow'), chat(port, 'slow')];
+      const shown = await until(async () => {
+        const v = await page.textContent('[data-tier="global"][data-field="in_use"]');
+        return v === '3' ? v : null;
+      }, 4_000, 'the page never showed 3 in use');
+      const st = await statusJson(port);
+      const onPage = await page.textContent('[data-tier="global"][data-field="in_use"]');
+      expect(st.tiers.global.in_use === 3 && onPage === '3', `/status ${st.tiers.global.in_use}, page ${onPage}`);
+      await shot('tiers');
+      await Promise.all(held);
+      return `page ${shown}, /status ${st.tiers.global.in_use}`;
+    });
+
+    await check('a tool_busy verdict appears after an overload burst', async () => {
+      const burst = await Promise.all(Array.from({ length: 20 }, () => chat(port, 'slow')));
+      const busy = burst.filter((r) => r.status === 503 && r.body.includes('tool_busy')).length;
+      expect(busy > 0, `no tool_busy in the burst (${burst.map((r) => r.status)})`);
+      await until(() => page.$('#verdicts tbody tr[data-status="tool_busy"]'), 5_000, 'no tool_busy row');
+      const row = await page.textContent('#verdicts tbody tr[data-status="tool_busy"]');
+      expect(row.includes('/v1/chat/completions') && row.includes('slow'), `row ${row}`);
+      await shot('tool-busy');
+      return `${busy} of 20 answered tool_busy; row: ${row}`;
+    });
+
+    await check('the stall-budget bars and the overhead figures show', async () => {
+      const rows = await page.$$eval('#stall .stall-row', (r) => r.length);
+      expect(rows > 0, 'no stall rows');
+      const p50 = await until(async () => {
+        const v = await page.textContent('[data-overhead="p50"]');
+        return v && v !== '–' ? v : null;
+      }, 5_000, 'no overhead p50');
+      await page.screenshot({ path: path.join(artifacts, 'overview.png'), fullPage: true });
+      return `${rows} calls drawn, overhead p50 ${p50}`;
+    });
+
+    await check('the page survives a node restart and says so', async () => {
+      restartWindow = true;
+      await node.stop();
+      await until(async () => (await page.getAttribute('#link', 'data-state')) !== 'live', 8_000,
+        'the page still says live with the node down');
+      const down = await page.textContent('#link');
+      await shot('node-down');
+      node = startNode(nodeBinary, { config: configPath, env, port });
+      await withTimeout(node.port, 15_000, 'the restarted node did not report its port');
+      await until(async () => (await page.getAttribute('#link', 'data-state')) === 'live', 20_000,
+        'the page did not go live again');
+      await until(() => page.isVisible('#notice'), 5_000, 'no restart notice');
+      const notice = await page.textContent('#notice');
+      expect(/restarted/.test(notice), `notice ${notice}`);
+      restartWindow = false;
+      // Fresh data after the restart: the poll still feeds the tier figure.
+      await until(async () => (await page.textContent('[data-tier="global"][data-field="in_use"]')) === '0', 5_000,
+        'no tier figure after the restart');
+      await shot('after-restart');
+      return `down: "${down}"; ${notice}`;
+    });
+
+    await check('dark mode renders with its own colours', async () => {
+      await page.emulateMedia({ colorScheme: 'dark' });
+      const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      expect(bg === 'rgb(17, 21, 28)', `background ${bg}`);
+      await shot('dark');
+      await page.click('#theme'); // auto -> light
+      const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+      expect(light === 'rgb(247, 248, 250)', `light background ${light}`);
+      return `${bg}, then ${light} forced`;
+    });
+
+    await check('the page logged no console error', async () => {
+      expect(consoleErrors.length === 0, consoleErrors.join(' | '));
+    });
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    await node.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+try {
+  await withTimeout(main(), OVERALL_TIMEOUT_MS, `the run took over ${OVERALL_TIMEOUT_MS / 1000} s`);
+} catch (e) {
+  failed++;
+  console.log(`FAIL run: ${e?.stack ?? e}`);
+}
+console.log(`${passed} passed, ${failed} failed; screenshots in ${artifacts}`);
+process.exit(failed === 0 ? 0 : 1);
