@@ -8,6 +8,7 @@
 #include "sluice/runtime/node/dashboard_assets.hpp"
 #include "sluice/runtime/node/operator_action.hpp"
 #include "sluice/runtime/node/peer_state.hpp"
+#include "sluice/runtime/node/router.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
 namespace sluice::node {
@@ -26,6 +27,16 @@ log_limit admin_log;
 // -- GET /dashboard -----------------------------------------------------------
 
 void connection::serve_dashboard(const std::string& name) {
+  // /dashboard/ is sent to /dashboard: a browser keeps the admin key it
+  // was asked for on a page's directory, and the page reads /status and
+  // /events from "/".
+  auto target = request_.target();
+  if (name.empty() &&
+      request_path({target.data(), target.size()}) == "/dashboard/") {
+    auto res = make_response(308, "", keep_, version_);
+    res.set(http::field::location, "/dashboard");
+    return write(std::move(res));
+  }
   auto* asset = find_dashboard_asset(name);
   if (!asset)
     return refuse(errc::not_found,

@@ -37,11 +37,16 @@ void transition_log::add(std::string json, clock::time_point at) {
 std::string transition_log::json_array(clock::time_point now) const {
   std::lock_guard<std::mutex> guard{mx_};
   drop_old(now);
+  // The newest entries whose texts (and commas) fit in the budget.
+  auto first = entries_.size();
+  size_t bytes = 2;
+  while (first > 0 && bytes + entries_[first - 1].second.size() + 1 <= max_bytes)
+    bytes += entries_[--first].second.size() + 1;
   std::string out = "[";
-  for (auto& [at, text] : entries_) {
+  for (auto i = first; i < entries_.size(); ++i) {
     if (out.size() > 1)
       out += ',';
-    out += text;
+    out += entries_[i].second;
   }
   out += ']';
   return out;

@@ -60,6 +60,11 @@ public:
   /// Transitions older than this are dropped.
   static constexpr std::chrono::minutes max_age{10};
 
+  /// The array's text at most (the newest transitions that fit): the
+  /// snapshot must fit an /events client's queue however long the source
+  /// names are.
+  static constexpr size_t max_bytes = 64 * 1024;
+
   /// Adds one transition (`json`: an object's text) seen at `at`.
   void add(std::string json, clock::time_point at);
 

@@ -69,21 +69,24 @@ void node_metrics::record(const std::string& route, const call_result& r,
 
 node_metrics::figures node_metrics::read(size_t n) const {
   figures out;
-  std::lock_guard<std::mutex> guard{mx_};
-  for (auto& [k, count] : attempts_)
-    out.attempts[k.first][k.second] = count;
-  out.overhead_counts = overhead_.buckets;
-  out.overhead_count = overhead_.count;
-  out.overhead_sum = overhead_.sum;
-  for (auto& [route, ring] : recent_) {
-    auto calls = ring.calls;
+  {
+    // Copies only: calls finishing wait on this lock.
+    std::lock_guard<std::mutex> guard{mx_};
+    for (auto& [k, count] : attempts_)
+      out.attempts[k.first][k.second] = count;
+    out.overhead_counts = overhead_.buckets;
+    out.overhead_count = overhead_.count;
+    out.overhead_sum = overhead_.sum;
+    for (auto& [route, ring] : recent_)
+      out.slowest[route] = ring.calls;
+  }
+  for (auto& [route, calls] : out.slowest) {
     auto k = std::min(n, calls.size());
     std::partial_sort(calls.begin(), calls.begin() + k, calls.end(),
                       [](const call_figures& a, const call_figures& b) {
                         return a.elapsed > b.elapsed;
                       });
     calls.resize(k);
-    out.slowest[route] = std::move(calls);
   }
   return out;
 }

@@ -3,9 +3,12 @@
 #include <cctype>
 #include <cstdint>
 
+#include <boost/asio/ip/address.hpp>
+
 namespace sluice::node {
 
 namespace http = boost::beast::http;
+namespace net = boost::asio;
 
 namespace {
 
@@ -26,10 +29,13 @@ access_verdict decide_operations(std::string_view path,
                    "/admin/ takes no cross-origin requests (an Origin header "
                    "was sent)");
   auto presented = read_presented_key(headers);
-  // A browser's Basic credentials: the password is the key.
+  // A browser's Basic credentials: the password is the key. Not for
+  // /admin/: a browser sends cached credentials by itself, so they open
+  // only what the dashboard reads.
   std::optional<std::string> basic;
   if (auto a = headers.find(http::field::authorization);
-      a != headers.end() && headers.count(http::field::authorization) == 1)
+      a != headers.end() && headers.count(http::field::authorization) == 1 &&
+      path.rfind("/admin/", 0) != 0)
     basic = basic_password({a->value().data(), a->value().size()});
   if (basic) {
     presented.what = presented_key::kind::token;
@@ -46,12 +52,28 @@ access_verdict decide_operations(std::string_view path,
   ops.client_keys_configured = ctx.client_keys_configured;
   switch (decide_ops_access(ops)) {
   case ops_access::allowed:
+    // Served without a key on a loopback main listener (a developer's
+    // node): only to a Host that is an address or localhost, so a web page
+    // whose name was rebound to 127.0.0.1 (DNS rebinding) cannot read it.
+    // The admin listener is the operator's choice of network; scrapers
+    // there may use names.
+    if (!ops.admin_key_presented && !ctx.on_admin_listener) {
+      auto host = headers.find(http::field::host);
+      if (host != headers.end() &&
+          !is_address_host({host->value().data(), host->value().size()}))
+        return refused(access_verdict::kind::forbidden,
+                       "operations without a key are served only to a Host "
+                       "that is an IP address or localhost (this one is a "
+                       "name: DNS rebinding); use the address, or set "
+                       "auth.admin_key");
+    }
     return {};
   case ops_access::need_admin_key:
     return refused(access_verdict::kind::unauthorized,
                    presented.what == presented_key::kind::none
                        ? "this endpoint needs the admin key "
-                         "(Authorization: Bearer ADMIN_KEY)"
+                         "(Authorization: Bearer ADMIN_KEY, or as the "
+                         "password of Basic credentials)"
                        : "incorrect admin key");
   case ops_access::not_here:
     return refused(access_verdict::kind::forbidden,
@@ -91,6 +113,45 @@ access_verdict decide_client(const http::fields& headers,
 }
 
 } // namespace
+
+bool is_address_host(std::string_view host) {
+  boost::system::error_code ec;
+  std::string_view name = host;
+  std::string_view port;
+  if (!host.empty() && host.front() == '[') {
+    auto close = host.find(']');
+    if (close == std::string_view::npos)
+      return false;
+    name = host.substr(1, close - 1);
+    auto rest = host.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':')
+      return false;
+    port = rest.empty() ? rest : rest.substr(1);
+    net::ip::make_address_v6(std::string{name}, ec);
+    if (ec)
+      return false;
+  } else {
+    auto colon = host.find(':');
+    if (colon != std::string_view::npos) {
+      name = host.substr(0, colon);
+      port = host.substr(colon + 1);
+      if (port.empty())
+        return false;
+    }
+    std::string lower;
+    for (char c : name)
+      lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower != "localhost") {
+      net::ip::make_address_v4(lower, ec);
+      if (ec)
+        return false;
+    }
+  }
+  for (char c : port)
+    if (c < '0' || c > '9')
+      return false;
+  return port.size() <= 5;
+}
 
 bool is_dashboard_path(std::string_view path) noexcept {
   return path == "/dashboard" || path.rfind("/dashboard/", 0) == 0;

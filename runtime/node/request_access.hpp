@@ -22,6 +22,12 @@ namespace sluice::node {
 /// keys'.
 bool is_operations_path(std::string_view path) noexcept;
 
+/// Whether a Host header's value is an IP address or `localhost`, with or
+/// without a port (`127.0.0.1:8080`, `[::1]:8080`, `localhost`): what a
+/// browser sends when its user typed the address, never after a DNS
+/// rebinding.
+bool is_address_host(std::string_view host);
+
 /// Whether `path` is the dashboard (/dashboard or /dashboard/...): its 401
 /// asks a browser for Basic credentials.
 bool is_dashboard_path(std::string_view path) noexcept;

@@ -356,7 +356,9 @@ void arm_ping(front_state& f) {
   f.ping_timer.async_wait([&f](boost::system::error_code ec) {
     if (ec || f.stopping)
       return;
-    f.events.publish(": ping\n\n");
+    // A comment for any SSE reader, in an event a browser's script sees
+    // (EventSource hides comments): the dashboard's heartbeat.
+    f.events.publish(": ping\nevent: ping\ndata: {}\n\n");
     arm_ping(f);
   });
 }

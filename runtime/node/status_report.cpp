@@ -247,8 +247,12 @@ std::string breaker_snapshot_frame(front_state& front) {
                         {"generation", b.generation}});
   }
   // The recent transitions are spliced in as they were published.
+  auto ping_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     front.settings.events_ping)
+                     .count();
   auto text = json_text(json{{"breakers", std::move(breakers)},
-                              {"started_ms", front.started_unix * 1000}});
+                              {"started_ms", front.started_unix * 1000},
+                              {"ping_ms", ping_ms}});
   text.pop_back(); // the object's closing brace
   return "event: snapshot\ndata: " + text + ",\"history\":" +
          front.transitions.json_array(std::chrono::steady_clock::now()) +

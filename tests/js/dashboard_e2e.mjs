@@ -198,6 +198,12 @@ async function main() {
       }
       const missing = await fetch(`${base}/dashboard/nope.js`, { headers: basic });
       expect(missing.status === 404, `a missing file: ${missing.status}`);
+      const slash = await fetch(`${base}/dashboard/`, { headers: basic, redirect: 'manual' });
+      expect(slash.status === 308 && slash.headers.get('location') === '/dashboard',
+        `/dashboard/: ${slash.status} to ${slash.headers.get('location')}`);
+      // The browser's cached credentials read; they never act.
+      const act = await fetch(`${base}/admin/breakers/primary/reset`, { method: 'POST', headers: basic });
+      expect(act.status === 401, `Basic on /admin/: ${act.status}`);
       return csp;
     });
 
@@ -325,6 +331,10 @@ async function main() {
       await until(() => page.isVisible('#notice'), 5_000, 'no restart notice');
       const notice = await page.textContent('#notice');
       expect(/restarted/.test(notice), `notice ${notice}`);
+      // Known by the process's start time, not by a generation going back:
+      // the backup's breaker never moved, and still shows the gap.
+      await until(() => page.$('svg.bands[data-source="backup"] rect[data-state="down"]'), 5_000,
+        'no down band on the backup');
       restartWindow = false;
       // Fresh data after the restart: the poll still feeds the tier figure.
       await until(async () => (await page.textContent('[data-tier="global"][data-field="in_use"]')) === '0', 5_000,

@@ -14,6 +14,8 @@
   const MAX_POINTS = 400; // samples kept per series (10 min at 2 s: 300)
   const RECONNECT_MIN_MS = 1000;
   const RECONNECT_MAX_MS = 10000;
+  const POLL_TIMEOUT_MS = 5000; // a /status answer later than this: down
+  const RENDER_EVERY_MS = 250; // events are drawn in batches at most this often
   const SVG = 'http://www.w3.org/2000/svg';
   const OUTCOMES = ['ok', 'transient', 'timeout', 'rate_limited', 'permanent'];
   const VIEWS_MS = [60 * 1000, 10 * 60 * 1000]; // what the charts may show
@@ -32,6 +34,9 @@
     link: 'connecting',
     downSince: null,
     events: null,
+    pingMs: 0, // the node's heartbeat on /events (0: none)
+    lastEventAt: Date.now(),
+    renderTimer: null,
     eventsRetryMs: RECONNECT_MIN_MS,
     eventsTimer: null,
   };
@@ -154,9 +159,29 @@
     return Math.max(now() - WINDOW_MS, state.startedMs || 0);
   }
 
+  // A node process other than the one seen so far (its start time moved):
+  // generations and counters start again, and the time it was away shows
+  // as a band of its own.
+  function noteProcess(startedMs) {
+    if (typeof startedMs !== 'number') return;
+    if (state.startedMs != null && startedMs !== state.startedMs) restarted();
+    state.startedMs = startedMs;
+  }
+
+  function restarted() {
+    const from = state.lastDown || now();
+    for (const s of state.sources.values()) {
+      s.generation = 0;
+      s.prevAttempts = null;
+      if (!s.provisional) s.bands.push({ state: 'down', from, generation: 0 });
+    }
+    state.prevOverhead = null;
+    showNotice(`The node restarted (seen at ${fmtClock(now())}): breaker generations and counters start again.`);
+  }
+
   function onSnapshot(data) {
-    state.restartSeenDown = state.lastDown;
-    if (typeof data.started_ms === 'number') state.startedMs = data.started_ms;
+    noteProcess(data.started_ms);
+    if (typeof data.ping_ms === 'number') state.pingMs = data.ping_ms;
     for (const s of state.sources.values())
       if (s.provisional) {
         // Seeded by /status before any snapshot: the history replaces it.
@@ -167,13 +192,9 @@
     const history = Array.isArray(data.history) ? data.history : [];
     for (const b of data.breakers || []) {
       const s = sourceRecord(b.source);
-      if (b.generation < s.generation) {
-        // A new process: its generations start again. The time it was
-        // unreachable shows as a band of its own.
-        s.generation = 0;
-        s.bands.push({ state: 'down', from: state.restartSeenDown || now(), generation: 0 });
-        showNotice(`The node restarted (seen at ${fmtClock(now())}): breaker generations start again.`);
-      }
+      // A generation that went back: a new process started within the
+      // same second as the old one.
+      if (b.generation < s.generation) restarted();
     }
     for (const t of history) applyTransition(t);
     for (const b of data.breakers || []) {
@@ -184,7 +205,7 @@
         s.generation = b.generation;
       }
     }
-    render();
+    scheduleRender();
   }
 
   function bandsView(s) {
@@ -208,8 +229,8 @@
   // -- /status ----------------------------------------------------------------
 
   function onStatus(st, t) {
+    noteProcess(st.started_ms);
     state.lastStatus = st;
-    if (typeof st.started_ms === 'number') state.startedMs = st.started_ms;
     for (const src of st.sources || []) {
       const s = sourceRecord(src.name);
       s.health = src.health;
@@ -247,7 +268,7 @@
       }
       state.prevOverhead = o;
     }
-    render();
+    scheduleRender();
   }
 
   // The q-quantile of a histogram's calls (cumulative `buckets` per upper
@@ -269,8 +290,10 @@
   }
 
   async function poll() {
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), POLL_TIMEOUT_MS);
     try {
-      const res = await fetch('/status', { cache: 'no-store', credentials: 'same-origin' });
+      const res = await fetch('/status', { cache: 'no-store', credentials: 'same-origin', signal: abort.signal });
       if (res.status === 401) {
         setLink('offline', 'the admin key is needed: reload the page and sign in');
         return;
@@ -289,7 +312,20 @@
       if (state.downSince == null) state.downSince = Date.now();
       setLink('offline', `the node is unreachable since ${new Date(state.downSince).toLocaleTimeString('en-GB')}; retrying`);
     } finally {
+      clearTimeout(timer);
+      checkHeartbeat();
       setTimeout(poll, POLL_MS);
+    }
+  }
+
+  // A stream that says nothing for three heartbeats is gone, even if no
+  // error came (a silent network): open a new one.
+  function checkHeartbeat() {
+    if (state.link !== 'live' || !state.pingMs) return;
+    const quiet = Date.now() - state.lastEventAt;
+    if (quiet > 3 * state.pingMs + 2000) {
+      setLink('reconnecting', `no heartbeat from the event stream for ${fmtMs(quiet)}`);
+      connectEvents(true);
     }
   }
 
@@ -302,13 +338,15 @@
       const es = new EventSource('/events');
       state.events = es;
       es.addEventListener('open', () => {
+        state.lastEventAt = Date.now();
         state.eventsRetryMs = RECONNECT_MIN_MS;
         state.downSince = null;
         setLink('live');
       });
       es.addEventListener('snapshot', (e) => handle(e, onSnapshot));
-      es.addEventListener('breaker', (e) => handle(e, (t) => { applyTransition(t); render(); }));
+      es.addEventListener('breaker', (e) => handle(e, (t) => { applyTransition(t); scheduleRender(); }));
       es.addEventListener('verdict', (e) => handle(e, onVerdict));
+      es.addEventListener('ping', () => { state.lastEventAt = Date.now(); });
       es.addEventListener('error', () => {
         if (state.downSince == null) state.downSince = Date.now();
         if (es.readyState === EventSource.CLOSED) {
@@ -316,7 +354,8 @@
           setLink('reconnecting', `the event stream was refused; retrying in ${fmtMs(state.eventsRetryMs)}`);
           state.eventsTimer = setTimeout(() => connectEvents(true), state.eventsRetryMs);
           state.eventsRetryMs = Math.min(RECONNECT_MAX_MS, state.eventsRetryMs * 2);
-        } else {
+        } else if (state.link !== 'offline') {
+          // (Offline: the poll already says the node is unreachable.)
           setLink('reconnecting', 'the event stream broke; reconnecting');
         }
       });
@@ -326,6 +365,7 @@
   }
 
   function handle(e, fn) {
+    state.lastEventAt = Date.now();
     let data;
     try {
       data = JSON.parse(e.data);
@@ -338,7 +378,17 @@
   function onVerdict(v) {
     state.verdicts.unshift(v);
     if (state.verdicts.length > MAX_VERDICTS) state.verdicts.length = MAX_VERDICTS;
-    renderVerdicts();
+    scheduleRender();
+  }
+
+  // Draws at most every RENDER_EVERY_MS: a flood of verdicts on a bad day
+  // must not freeze the page (and make the node drop it as a slow reader).
+  function scheduleRender() {
+    if (state.renderTimer) return;
+    state.renderTimer = setTimeout(() => {
+      state.renderTimer = null;
+      render();
+    }, RENDER_EVERY_MS);
   }
 
   // -- the page ---------------------------------------------------------------
@@ -361,6 +411,7 @@
   function render() {
     renderSources();
     renderTiers();
+    renderVerdicts();
     renderStall();
     renderOverhead();
     const st = state.lastStatus;

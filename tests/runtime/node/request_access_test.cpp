@@ -107,7 +107,8 @@ TEST_CASE_METHOD(fixture, "access: operations need the admin key") {
   auto none = decide("/status");
   CHECK(none.what == kind::unauthorized);
   CHECK(none.why == "this endpoint needs the admin key "
-                    "(Authorization: Bearer ADMIN_KEY)");
+                    "(Authorization: Bearer ADMIN_KEY, or as the password "
+                    "of Basic credentials)");
   bearer("sk-alice"); // a client key is no admin key
   auto wrong = decide("/metrics");
   CHECK(wrong.what == kind::unauthorized);
@@ -197,4 +198,42 @@ TEST_CASE_METHOD(fixture, "access: Basic credentials carry the admin key") {
   // Calls take no Basic credentials: a client key is sent as Bearer.
   headers.set(http::field::authorization, "Basic YTpzay1hbGljZQ=="); // a:sk-alice
   CHECK(decide("/v1/chat/completions").what == kind::unauthorized);
+}
+
+TEST_CASE("access: a Host that is an address or localhost") {
+  for (auto ok : {"127.0.0.1", "127.0.0.1:8080", "localhost", "LocalHost:80",
+                  "[::1]", "[::1]:8080", "10.1.2.3:65535"})
+    CHECK(is_address_host(ok));
+  for (auto bad : {"evil.example", "evil.example:8080", "127.0.0.1.nip.io",
+                   "localhost.", "[::1", "[::1]x", "[evil]:80", "127.0.0.1:",
+                   "127.0.0.1:80a", "127.0.0.1:123456", "::1", ""})
+    CHECK_FALSE(is_address_host(bad));
+}
+
+TEST_CASE("access: keyless operations refuse a rebound Host name") {
+  // A loopback node without keys: /status is open to its own addresses...
+  access_context ctx;
+  ctx.main_listener_loopback = true;
+  http::fields headers;
+  headers.set(http::field::host, "127.0.0.1:8080");
+  CHECK(decide_access("/status", headers, ctx).what == kind::allowed);
+  // ...not to a page whose name was rebound to 127.0.0.1.
+  headers.set(http::field::host, "attacker.example:8080");
+  auto rebound = decide_access("/dashboard", headers, ctx);
+  CHECK(rebound.what == kind::forbidden);
+  CHECK(rebound.why.find("DNS rebinding") != std::string::npos);
+  // Calls are not operations: their Host is not checked here.
+  CHECK(decide_access("/v1/chat/completions", headers, ctx).what ==
+        kind::allowed);
+  // The admin listener serves names (scrapers use them).
+  ctx.on_admin_listener = true;
+  CHECK(decide_access("/metrics", headers, ctx).what == kind::allowed);
+}
+
+TEST_CASE_METHOD(fixture, "access: Basic credentials do not open /admin/") {
+  // A browser sends cached credentials by itself: they read, never act.
+  headers.set(http::field::authorization, "Basic YWRtaW46c2stYWRtaW4=");
+  CHECK(decide("/admin/breakers/a/reset").what == kind::unauthorized);
+  bearer("sk-admin");
+  CHECK(decide("/admin/breakers/a/reset").what == kind::allowed);
 }

@@ -33,3 +33,17 @@ TEST_CASE("transition log: at most max_entries, the oldest dropped first") {
   CHECK(text.find(',' + std::to_string(transition_log::max_entries + 9) + ']') !=
         std::string::npos);
 }
+
+TEST_CASE("transition log: the array fits its byte budget") {
+  transition_log log;
+  transition_log::clock::time_point t0{};
+  // Transitions of a source with a 1000-byte name: the newest that fit.
+  std::string big(1000, 'x');
+  for (int i = 0; i < 200; ++i)
+    log.add("\"" + big + std::to_string(i) + "\"", t0);
+  auto text = log.json_array(t0);
+  CHECK(text.size() <= transition_log::max_bytes);
+  CHECK(text.size() > transition_log::max_bytes - 1100);
+  CHECK(text.find(big + "199\"]") != std::string::npos); // the newest kept
+  CHECK(text.find(big + "0\"") == std::string::npos);    // the oldest not
+}
