@@ -335,6 +335,9 @@ async function main() {
       // the backup's breaker never moved, and still shows the gap.
       await until(() => page.$('svg.bands[data-source="backup"] rect[data-state="down"]'), 5_000,
         'no down band on the backup');
+      // ...and then its state again, from the new process.
+      await until(async () => (await page.textContent('article.source[data-source="backup"] .state')) === 'closed',
+        5_000, 'the backup does not show closed again after the restart');
       restartWindow = false;
       // Fresh data after the restart: the poll still feeds the tier figure.
       await until(async () => (await page.textContent('[data-tier="global"][data-field="in_use"]')) === '0', 5_000,

@@ -154,6 +154,8 @@
     while (s.bands.length > 1 && s.bands[1].from < cut) s.bands.shift();
   }
 
+  const lastBand = (s) => (s.bands.length ? s.bands[s.bands.length - 1].state : null);
+
   // The earliest time a band may start: the window's start, or the node's.
   function windowStart() {
     return Math.max(now() - WINDOW_MS, state.startedMs || 0);
@@ -199,7 +201,7 @@
     for (const t of history) applyTransition(t);
     for (const b of data.breakers || []) {
       const s = sourceRecord(b.source);
-      if (s.bands.length === 0 || b.generation > s.generation) {
+      if (s.bands.length === 0 || b.generation > s.generation || lastBand(s) === 'down') {
         // No transition on record: the state holds since before the window.
         s.bands.push({ state: b.state, from: s.bands.length ? now() : windowStart(), generation: b.generation });
         s.generation = b.generation;
@@ -246,6 +248,12 @@
         }
       }
       s.prevAttempts = { t, counts };
+      // Back after a restart: the mirror's state from now on (a snapshot
+      // may have come first, or may come later: either adds no band twice).
+      if (lastBand(s) === 'down' && src.breaker) {
+        s.bands.push({ state: src.breaker.state, from: now(), generation: src.breaker.generation });
+        s.generation = Math.max(s.generation, src.breaker.generation);
+      }
       // No snapshot yet (the event stream is not up): the mirror's state,
       // until a snapshot brings the history.
       if (s.bands.length === 0 && src.breaker) {
