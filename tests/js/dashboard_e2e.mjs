@@ -19,7 +19,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chromium } from 'playwright-core';
-import { startNode, waitHealthy, withTimeout } from './node_process.mjs';
+import { check, CheckFailure, expect, results, withTimeout } from './checks.mjs';
+import { startNode, waitHealthy } from './node_process.mjs';
 
 const nodeBinary = process.argv[2];
 const artifacts = process.argv[3] || path.join(os.tmpdir(), 'sluice-dashboard-artifacts');
@@ -89,23 +90,6 @@ sources = ["primary", "backup"]
 `;
 
 // -- checks -------------------------------------------------------------------
-
-let passed = 0;
-let failed = 0;
-class CheckFailure extends Error {}
-function expect(cond, what) {
-  if (!cond) throw new CheckFailure(what);
-}
-async function check(name, fn) {
-  try {
-    const detail = await fn();
-    passed++;
-    console.log(`PASS ${name}${detail ? ` (${detail})` : ''}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${name}: ${e instanceof CheckFailure ? e.message : e?.stack ?? String(e)}`);
-  }
-}
 
 // Polls `fn` until it returns a truthy value; throws `what` after `ms`.
 async function until(fn, ms, what) {
@@ -370,8 +354,8 @@ async function main() {
 try {
   await withTimeout(main(), OVERALL_TIMEOUT_MS, `the run took over ${OVERALL_TIMEOUT_MS / 1000} s`);
 } catch (e) {
-  failed++;
+  results.failed++;
   console.log(`FAIL run: ${e?.stack ?? e}`);
 }
-console.log(`${passed} passed, ${failed} failed; screenshots in ${artifacts}`);
-process.exit(failed === 0 ? 0 : 1);
+console.log(`${results.passed} passed, ${results.failed} failed; screenshots in ${artifacts}`);
+process.exit(results.failed === 0 ? 0 : 1);

@@ -7,7 +7,8 @@
 //   node tests/js/grafana_metrics.mjs PATH_TO_SLUICE_NODE PATH_TO_SLUICE_JSON
 
 import fs from 'node:fs';
-import { startNode, waitHealthy, withTimeout } from './node_process.mjs';
+import { withTimeout } from './checks.mjs';
+import { startNode, waitHealthy } from './node_process.mjs';
 
 const [nodeBinary, dashboardPath] = process.argv.slice(2);
 if (!nodeBinary || !dashboardPath) {

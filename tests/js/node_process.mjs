@@ -56,12 +56,3 @@ export async function waitHealthy(port, ms = 15000) {
   }
   throw new Error(`sluice-node on port ${port} not healthy in ${ms} ms (${last})`);
 }
-
-// Rejects with `what` if `p` has not settled in `ms`.
-export function withTimeout(p, ms, what) {
-  let timer;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(what)), ms); }),
-  ]);
-}

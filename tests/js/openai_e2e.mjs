@@ -26,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import OpenAI from 'openai';
+import { check, expect, results, withTimeout } from './checks.mjs';
 
 const OVERALL_TIMEOUT_MS = 1000 * Number(process.env.SLUICE_E2E_TIMEOUT_S || 60);
 const STREAM_CHUNKS = ['Sluice ', 'streams ', 'tokens ', 'as they ', 'come.'];
@@ -42,29 +43,6 @@ if (!nodeBinary) {
 }
 
 const now = () => performance.now();
-
-// -- checks -------------------------------------------------------------------
-
-let passed = 0;
-let failed = 0;
-
-class CheckFailure extends Error {}
-
-function expect(cond, what) {
-  if (!cond) throw new CheckFailure(what);
-}
-
-async function check(name, fn) {
-  try {
-    const detail = await fn();
-    passed++;
-    console.log(`PASS ${name}${detail ? ` (${detail})` : ''}`);
-  } catch (e) {
-    failed++;
-    const why = e instanceof CheckFailure ? e.message : e?.stack ?? String(e);
-    console.log(`FAIL ${name}: ${why}`);
-  }
-}
 
 // -- the fake upstream --------------------------------------------------------
 
@@ -190,15 +168,6 @@ function handleUpstream(req, res) {
       usage: { prompt_tokens: 5, completion_tokens: 6, total_tokens: 11 },
     });
   });
-}
-
-// Rejects with `message` unless `promise` settles within `ms`.
-function withTimeout(promise, ms, message) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 // -- sluice-node --------------------------------------------------------------
@@ -597,20 +566,20 @@ const overall = setTimeout(async () => {
   }
   fs.rmSync(tmp, { recursive: true, force: true });
   console.log(`--- sluice-node output ---\n${childOutput}`);
-  console.log(`${passed} passed, ${failed + 1} failed`);
+  console.log(`${results.passed} passed, ${results.failed + 1} failed`);
   process.exit(1);
 }, OVERALL_TIMEOUT_MS);
 
 try {
   await main();
 } catch (e) {
-  failed++;
+  results.failed++;
   console.log(`FAIL setup: ${e?.stack ?? e}`);
 }
 await cleanup();
 clearTimeout(overall);
-if (failed > 0) {
+if (results.failed > 0) {
   console.log(`--- sluice-node output ---\n${childOutput}`);
 }
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed > 0 ? 1 : 0);
+console.log(`${results.passed} passed, ${results.failed} failed`);
+process.exit(results.failed > 0 ? 1 : 0);
