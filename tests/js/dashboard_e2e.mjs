@@ -30,6 +30,7 @@ if (!nodeBinary) {
 }
 const CHROMIUM = process.env.SLUICE_CHROMIUM || '/usr/bin/chromium';
 const ADMIN_KEY = 'dashboard-admin-key-0123456789';
+const TEAM_KEY = 'dashboard-team-a-key-0123456789'; // a client key: calls need one
 const OVERALL_TIMEOUT_MS = 150_000;
 const FAIL_FOR_S = 5; // the primary's failing phase
 
@@ -44,6 +45,8 @@ events_ping_s = 2
 
 [auth]
 admin_key = "env:SLUICE_DASHBOARD_ADMIN_KEY"
+  [auth.keys.team-a]
+  key = "env:SLUICE_DASHBOARD_TEAM_KEY"
 
 [admission]
 session_cap = 64
@@ -108,7 +111,7 @@ async function until(fn, ms, what) {
 function chat(port, model = 'any') {
   return fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${TEAM_KEY}` },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }] }),
   }).then(async (r) => ({ status: r.status, body: await r.text() }), (e) => ({ status: 0, body: e.message }));
 }
@@ -145,7 +148,7 @@ async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-dashboard-'));
   const configPath = path.join(dir, 'node.toml');
   fs.writeFileSync(configPath, CONFIG);
-  const env = { SLUICE_DASHBOARD_ADMIN_KEY: ADMIN_KEY };
+  const env = { SLUICE_DASHBOARD_ADMIN_KEY: ADMIN_KEY, SLUICE_DASHBOARD_TEAM_KEY: TEAM_KEY };
 
   let node = startNode(nodeBinary, { config: configPath, env });
   let browser = null;
@@ -274,6 +277,11 @@ async function main() {
       const st = await statusJson(port);
       const onPage = await page.textContent('[data-tier="global"][data-field="in_use"]');
       expect(st.tiers.global.in_use === 3 && onPage === '3', `/status ${st.tiers.global.in_use}, page ${onPage}`);
+      // The busiest list names the key (its session tier) and the
+      // connections by it, never a session id.
+      const who = await page.$$eval('#busiest tbody tr', (r) => r.map((e) => e.textContent));
+      expect(who.some((t) => t.startsWith('keyteam-a3')), `busiest: ${who.join(' | ')}`);
+      expect(who.some((t) => /^connection#\d+ · team-a1/.test(t)), `busiest: ${who.join(' | ')}`);
       await shot('tiers');
       await Promise.all(held);
       return `page ${shown}, /status ${st.tiers.global.in_use}`;
@@ -285,7 +293,7 @@ async function main() {
       expect(busy > 0, `no tool_busy in the burst (${burst.map((r) => r.status)})`);
       await until(() => page.$('#verdicts tbody tr[data-status="tool_busy"]'), 5_000, 'no tool_busy row');
       const row = await page.textContent('#verdicts tbody tr[data-status="tool_busy"]');
-      expect(row.includes('/v1/chat/completions') && row.includes('slow'), `row ${row}`);
+      expect(row.includes('/v1/chat/completions') && row.includes('slow') && row.includes('team-a'), `row ${row}`);
       await shot('tool-busy');
       return `${busy} of 20 answered tool_busy; row: ${row}`;
     });
