@@ -10,11 +10,13 @@
 // then closed; the global tier's in-use figure on the page equals /status's
 // at the same moment; a tool_busy verdict appears after an overload burst;
 // the page survives a node restart (says so, then is live again); dark mode
-// renders. The page's scripts must log no console error (network errors
+// renders; a second node on Redis shows its cluster tier as /status does. The page's scripts must log no console error (network errors
 // while the node is down are the browser's, and expected). Screenshots go to
 // ARTIFACT_DIR. Prints one line per check; exits non-zero on any failure.
 
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -92,6 +94,28 @@ sources = ["primary", "backup"]
   "slow" = ["slow"]
 `;
 
+// A node sharing its global tier through Redis (the cluster tier).
+const CLUSTER_CONFIG = (redisPort) => `
+[node]
+access_log = "off"
+shutdown_grace_s = 1
+
+[backend]
+type = "redis"
+address = "127.0.0.1:${redisPort}"
+cluster_global_cap = 2
+
+[sources.slow]
+type = "simulated"
+  [[sources.slow.phases]]
+  latency_min_ms = 5000
+  latency_max_ms = 5000
+
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["slow"]
+`;
+
 // -- checks -------------------------------------------------------------------
 
 // Polls `fn` until it returns a truthy value; throws `what` after `ms`.
@@ -135,8 +159,37 @@ function steadyTraffic(port, perSecond) {
   };
 }
 
-async function statusJson(port) {
-  const r = await fetch(`http://127.0.0.1:${port}/status`, { headers: { authorization: `Bearer ${ADMIN_KEY}` } });
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+// redis-server on a free port, no persistence; resolves when it answers.
+async function startRedis() {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+    '--appendonly', 'no', '--loglevel', 'warning'], { stdio: 'ignore' });
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const up = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.end(); resolve(true); });
+      c.on('error', () => resolve(false));
+    });
+    if (up) break;
+    if (Date.now() > deadline) throw new Error('redis-server did not start');
+    await sleep(100);
+  }
+  return { port, stop: () => child.kill('SIGKILL') };
+}
+
+async function statusJson(port, key = ADMIN_KEY) {
+  const r = await fetch(`http://127.0.0.1:${port}/status`, { headers: key ? { authorization: `Bearer ${key}` } : {} });
   expect(r.status === 200, `/status answered ${r.status}`);
   return r.json();
 }
@@ -347,6 +400,40 @@ async function main() {
       const light = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
       expect(light === 'rgb(247, 248, 250)', `light background ${light}`);
       return `${bg}, then ${light} forced`;
+    });
+
+    await check('the cluster tier (Redis) shows what /status says', async () => {
+      const redis = await startRedis();
+      const clusterConfig = path.join(dir, 'cluster.toml');
+      fs.writeFileSync(clusterConfig, CLUSTER_CONFIG(redis.port));
+      const other = startNode(nodeBinary, { config: clusterConfig });
+      try {
+        const p = await withTimeout(other.port, 15_000, 'the cluster node did not report its port');
+        await waitHealthy(p);
+        const tab = await context.newPage();
+        tab.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(`cluster page: ${m.text()}`); });
+        tab.on('pageerror', (e) => consoleErrors.push(`cluster page, uncaught: ${e.message}`));
+        await tab.goto(`http://127.0.0.1:${p}/dashboard`);
+        const send = () => fetch(`http://127.0.0.1:${p}/v1/chat/completions`, {
+          method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"messages":[]}',
+        }).then((r) => r.text());
+        const held = [send(), send()];
+        const shown = await until(async () => {
+          const v = await tab.textContent('[data-tier="cluster"][data-field="in_use"]').catch(() => null);
+          return v === '2' ? v : null;
+        }, 5_000, 'the page never showed 2 cluster leases held');
+        const st = await statusJson(p, null);
+        const cap = await tab.textContent('[data-tier="cluster"][data-field="cap"]');
+        expect(st.tiers.cluster.held_here === 2 && st.tiers.cluster.cap === 2 && cap === '2',
+          `/status ${JSON.stringify(st.tiers.cluster)}, page in use ${shown}, cap ${cap}`);
+        await tab.screenshot({ path: path.join(artifacts, 'cluster.png') });
+        await tab.close();
+        await Promise.all(held);
+        return `page ${shown} of ${cap}, /status held_here ${st.tiers.cluster.held_here}`;
+      } finally {
+        await other.stop();
+        redis.stop();
+      }
     });
 
     await check('the page logged no console error', async () => {
