@@ -10,8 +10,9 @@
 // then closed; the global tier's in-use figure on the page equals /status's
 // at the same moment; a tool_busy verdict appears after an overload burst;
 // the page survives a node restart (says so, then is live again); dark mode
-// renders; a second node on Redis shows its cluster tier as /status does. The page's scripts must log no console error (network errors
-// while the node is down are the browser's, and expected). Screenshots go to
+// renders; a second node on Redis shows its cluster tier as /status does.
+// The page's scripts must log no console error (network errors while the
+// node is down are the browser's, and expected). Screenshots go to
 // ARTIFACT_DIR. Prints one line per check; exits non-zero on any failure.
 
 import { spawn } from 'node:child_process';
