@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -112,6 +113,14 @@ int check_config(const std::string& path) {
   }
   std::cout << "sluice-node: " << path << " is valid\n";
   return 0;
+}
+
+// Whether the node listens on a loopback address (where the operations
+// endpoints, the dashboard with them, are served without a key).
+bool is_loopback(const std::string& host) {
+  boost::system::error_code ec;
+  auto a = boost::asio::ip::make_address(host, ec);
+  return host == "localhost" || (!ec && a.is_loopback());
 }
 
 // HOST:PORT for printing (IPv6 in brackets).
@@ -240,6 +249,16 @@ int main(int argc, char** argv) {
                address,
                cfg.node.auth.keys.empty() ? ""
                                           : " -H \"Authorization: Bearer $KEY\"");
+    // Where an operator watches it (the rule of /status applies).
+    if (front.admin_port() != 0)
+      fmt::print("dashboard: http://{}/dashboard\n",
+                 printable(cfg.node.admin_listen->host, front.admin_port()));
+    else if (cfg.node.auth.admin_digest)
+      fmt::print("dashboard: http://{}/dashboard (user: any; password: the "
+                 "admin key)\n",
+                 address);
+    else if (cfg.node.auth.keys.empty() && is_loopback(cfg.node.listen_host))
+      fmt::print("dashboard: http://{}/dashboard\n", address);
     std::fflush(stdout);
     signals_io.run();
     fmt::print("sluice-node: {}: stopping; letting {} call(s) finish\n",
