@@ -5,6 +5,8 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include "sluice/runtime/policy/host_port.hpp"
+
 namespace sluice::node {
 
 namespace http = boost::beast::http;
@@ -115,42 +117,23 @@ access_verdict decide_client(const http::fields& headers,
 } // namespace
 
 bool is_address_host(std::string_view host) {
-  boost::system::error_code ec;
-  std::string_view name = host;
-  std::string_view port;
-  if (!host.empty() && host.front() == '[') {
-    auto close = host.find(']');
-    if (close == std::string_view::npos)
-      return false;
-    name = host.substr(1, close - 1);
-    auto rest = host.substr(close + 1);
-    if (!rest.empty() && rest.front() != ':')
-      return false;
-    port = rest.empty() ? rest : rest.substr(1);
-    net::ip::make_address_v6(std::string{name}, ec);
-    if (ec)
-      return false;
-  } else {
-    auto colon = host.find(':');
-    if (colon != std::string_view::npos) {
-      name = host.substr(0, colon);
-      port = host.substr(colon + 1);
-      if (port.empty())
-        return false;
-    }
-    std::string lower;
-    for (char c : name)
-      lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower != "localhost") {
-      net::ip::make_address_v4(lower, ec);
-      if (ec)
-        return false;
-    }
+  // A Host header brackets an IPv6 address (parse_host_port would take a
+  // bare one when no port follows).
+  if (host.empty() ||
+      (host.front() != '[' && host.find(':') != host.rfind(':')))
+    return false;
+  host_port hp;
+  try {
+    hp = parse_host_port(host, {uint16_t{80}, 0});
+  } catch (const std::invalid_argument&) {
+    return false;
   }
-  for (char c : port)
-    if (c < '0' || c > '9')
-      return false;
-  return port.size() <= 5;
+  std::string lower;
+  for (char c : hp.host)
+    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  boost::system::error_code ec;
+  net::ip::make_address(lower, ec);
+  return !ec || lower == "localhost";
 }
 
 bool is_dashboard_path(std::string_view path) noexcept {
