@@ -14,6 +14,10 @@ namespace sluice {
 
 namespace {
 
+/// What a caller refused while the claim is out is told to wait (it is
+/// woken earlier by the transition, if any).
+constexpr duration probe_claim_wait = std::chrono::milliseconds{100};
+
 // A half-open probe in flight: who holds it and when it lapses.
 struct probe_lease {
   lease_id id;
@@ -28,6 +32,13 @@ struct breaker_actor_state {
   std::vector<probe_lease> leases;
   lease_id next_lease = 1;
   std::vector<caf::actor> subscribers;
+  /// Shared with other nodes: the cluster's probe lease is claimed through
+  /// this relay before each half-open (none: decide alone).
+  caf::actor probe_gate;
+  /// A claim is out (one at a time).
+  bool claiming = false;
+  /// Until when this node's claim lets it probe (half-open, shared).
+  time_point cluster_lease_until{};
 
   static inline const char* name = "sluice.breaker";
 };
@@ -99,12 +110,72 @@ void announce_if(breaker_actor* self,
     announce(self, *t);
 }
 
+void on_claim(breaker_actor* self, uint64_t generation, duration left);
+
+// Asks the relay for the cluster's probe lease (one claim at a time).
+void claim(breaker_actor* self) {
+  auto& st = self->state;
+  if (st.claiming)
+    return;
+  st.claiming = true;
+  auto generation = st.machine->generation();
+  self->request(st.probe_gate, probe_claim_timeout, probe_claim_atom_v,
+                st.source, st.machine->config().open_duration)
+      .then([self,
+             generation](duration left) { on_claim(self, generation, left); },
+            [self, generation](caf::error&) {
+              on_claim(self, generation, probe_claim_unanswered);
+            });
+}
+
+// The open period is over (by the timer, or seen by a request ahead of
+// it): half-open now -- or, shared with other nodes, once this node holds
+// the cluster's probe lease (SPEC: one probe per cluster).
+void open_elapsed(breaker_actor* self, time_point now) {
+  auto& st = self->state;
+  auto& m = *st.machine;
+  if (!st.probe_gate) {
+    announce_if(self, m.on_open_elapsed(now));
+    return;
+  }
+  if (m.state() == breaker_state::open && !m.isolated() &&
+      deadline_passed(m.open_until(), now))
+    claim(self);
+}
+
+void on_claim(breaker_actor* self, uint64_t generation, duration left) {
+  auto& st = self->state;
+  auto& m = *st.machine;
+  st.claiming = false;
+  if (generation != m.generation() || m.state() == breaker_state::closed ||
+      m.isolated())
+    return; // moved on meanwhile (a peer's verdict, an operator)
+  auto now = self->clock().now();
+  if (left <= duration::zero()) {
+    // Ours for one open period -- or Redis did not answer, and this node
+    // decides alone for as long.
+    st.cluster_lease_until = now + m.config().open_duration;
+    announce_if(self, m.on_open_elapsed(now));
+    return;
+  }
+  // Another node probes: stay open until its lease ends (its verdict,
+  // relayed, usually comes first), then claim again. Not published: this
+  // node decided nothing.
+  if (m.state() == breaker_state::open) {
+    m.hold_open_until(now + left, now);
+    self->delayed_send(self, m.open_until() - now, half_open_atom_v,
+                       m.generation());
+  } else if (auto t = m.hold_open_until(now + left, now)) {
+    announce(self, *t, true);
+  }
+}
+
 breaker_verdict allow(breaker_actor* self) {
   auto& st = self->state;
   auto& m = *st.machine;
   auto now = self->clock().now();
   // The half-open timer may still be in the mailbox behind this request.
-  announce_if(self, m.on_open_elapsed(now));
+  open_elapsed(self, now);
   using decision = breaker_verdict::decision;
   switch (m.state()) {
   case breaker_state::closed:
@@ -115,6 +186,13 @@ breaker_verdict allow(breaker_actor* self) {
     break;
   }
   auto holder = self->current_sender();
+  // Shared: a probe goes only under this node's cluster probe lease; once
+  // it lapsed unused (no call came), it is claimed again first.
+  if (st.probe_gate && holder != nullptr && st.leases.empty() &&
+      deadline_passed(st.cluster_lease_until, now)) {
+    claim(self);
+    return {decision::rejected, m.generation(), 0, now + probe_claim_wait};
+  }
   if (holder == nullptr || st.leases.size() >= m.config().half_open_probes) {
     auto soonest = now + m.config().open_duration;
     for (auto& l : st.leases)
@@ -193,11 +271,14 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
             m.isolated())
           return; // stale: the breaker moved on (or waits for a reset)
         auto now = self->clock().now();
-        if (auto t = m.on_open_elapsed(now))
-          announce(self, *t);
+        if (deadline_passed(m.open_until(), now))
+          open_elapsed(self, now);
         else // the open period was extended ("open until" a later instant)
           self->delayed_send(self, m.open_until() - now, half_open_atom_v,
                              generation);
+      },
+      [self](probe_gate_atom, const caf::actor& relay) {
+        self->state.probe_gate = relay;
       },
       [self](lease_expire_atom, lease_id id) {
         auto i = find_lease(self, id);

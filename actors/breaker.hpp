@@ -20,6 +20,10 @@ namespace sluice {
 /// operator actions `isolate_atom` (open until reset) and `reset_atom`
 /// (close now), each answered with the `breaker_status` it left.
 /// Subscribers receive a `breaker_event` for every transition, in order.
+/// Told `(probe_gate_atom, relay)` (by the breaker relay, when breakers are
+/// shared between nodes), it claims the cluster's probe lease through the
+/// relay when its open period ends, and half-opens only if this node got
+/// it; otherwise it stays open while another node probes.
 struct breaker_handle {
   std::string source;
   caf::actor actor;
@@ -28,6 +32,10 @@ struct breaker_handle {
   /// Whether calls to the source are cut off now (one atomic load).
   bool is_open() const noexcept { return mirror->is_open(); }
 };
+
+/// How long a breaker shared with other nodes waits for the relay's answer
+/// to its claim of the cluster's probe lease before it decides alone.
+constexpr duration probe_claim_timeout = std::chrono::seconds{2};
 
 /// Spawns the breaker of `source`. Throws `std::invalid_argument` naming the
 /// field if `cfg` is nonsense.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -50,7 +51,13 @@ struct cluster_state {
   /// (CAF 0.17's `demonitor` removes every monitor of an actor at once).
   std::unordered_map<caf::actor_addr, uint32_t> holders;
   waiters queue;
+  /// The retry timer: armed, for when, and its number (an earlier one
+  /// replaces it; a replaced one is ignored when it fires).
   bool polling = false;
+  time_point poll_at{};
+  uint64_t poll_seq = 0;
+  /// The store said full: the earliest permit lapses then, unless renewed.
+  std::optional<time_point> retry_at;
   /// A permit is being asked for (for the first waiter): one question at a
   /// time, in FIFO order.
   bool asking = false;
@@ -59,6 +66,10 @@ struct cluster_state {
 
   static inline const char* name = "sluice.cluster_tier";
 };
+
+/// The least wait before asking again at the instant the store named: a
+/// holder renewing late must not turn waiters into a busy loop.
+constexpr duration min_lease_retry = std::chrono::milliseconds{10};
 
 const char* store_down = "the cluster's permit store is down (failing "
                          "closed until it answers again)";
@@ -134,12 +145,23 @@ void expire(cluster_actor* self) {
   }
 }
 
+// While callers wait: serve again at the earliest of the safety poll, the
+// instant the store named (a permit may lapse), and the first deadline.
 void arm_poll(cluster_actor* self) {
   auto& st = self->state;
-  if (st.polling || st.queue.empty())
+  if (st.queue.empty())
+    return;
+  auto now = self->clock().now();
+  auto at = now + st.cfg.poll;
+  if (st.retry_at && *st.retry_at > now)
+    at = std::min(at, *st.retry_at);
+  st.queue.for_each([&](auto, auto& w) { at = std::min(at, w.deadline); });
+  if (st.polling && st.poll_at <= at)
     return;
   st.polling = true;
-  self->delayed_send(self, st.cfg.poll, lease_poll_atom_v);
+  st.poll_at = at;
+  self->delayed_send(self, std::max(at - now, duration::zero()),
+                     lease_poll_atom_v, ++st.poll_seq);
 }
 
 void on_answer(cluster_actor* self, waiters::waiter_id id,
@@ -163,6 +185,7 @@ void ask(cluster_actor* self) {
   auto within = st.queue.find(id)->deadline - self->clock().now();
   st.asking = true;
   st.recheck = false;
+  ++st.stats->asked;
   weak_self<cluster_actor> me{self};
   st.store->try_acquire(within, [me, id](lease_store::grant out) {
     back_to(me, [id, out = std::move(out)](cluster_actor* self) {
@@ -219,6 +242,11 @@ void on_answer(cluster_actor* self, waiters::waiter_id id,
     return;
   }
   // Full: ask again when the poll fires or a permit frees, not in a loop.
+  if (out.retry_in > duration::zero())
+    st.retry_at =
+        self->clock().now() + std::max<duration>(out.retry_in, min_lease_retry);
+  else
+    st.retry_at.reset();
   expire(self);
   if (st.recheck)
     ask(self);
@@ -273,6 +301,14 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
   auto renew_every =
       std::max<duration>(st.store->ttl() / 3, std::chrono::milliseconds{1});
   self->delayed_send(self, renew_every, lease_renew_atom_v);
+  // Another node freed a permit while the cap was reached: ask now.
+  weak_self<cluster_actor> me{self};
+  st.store->on_freed([me] {
+    back_to(me, [](cluster_actor* self) {
+      ++self->state.stats->woken;
+      serve(self);
+    });
+  });
   // A holder that terminated (its call ended or was cancelled) returns its
   // permits. Waiters are not monitored: one that terminated while waiting
   // is served in its turn, and the permit comes back at once (monitoring
@@ -311,8 +347,11 @@ caf::behavior cluster_tier(cluster_actor* self, cluster_tier_config cfg,
         give_back(self, permit);
         serve(self);
       },
-      [self](lease_poll_atom) {
-        self->state.polling = false;
+      [self](lease_poll_atom, uint64_t seq) {
+        auto& st = self->state;
+        if (seq != st.poll_seq)
+          return; // replaced by an earlier one
+        st.polling = false;
         serve(self);
       },
       [self, renew_every](lease_renew_atom) {

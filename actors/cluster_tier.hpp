@@ -14,8 +14,11 @@ namespace sluice {
 /// The global tier across nodes: a cap shared by every node through a
 /// `lease_store` (Redis in a node).
 struct cluster_tier_config {
-  /// How often a waiter asks again while the cluster is full.
-  duration poll = std::chrono::milliseconds{20};
+  /// While the cluster is full, the first waiter asks again at the latest
+  /// after this: a safety net. It asks at once when the store says another
+  /// node freed a permit (`lease_store::on_freed`), and when the earliest
+  /// permit would lapse (its holder may have died).
+  duration poll = std::chrono::seconds{1};
 };
 
 /// Throws `std::invalid_argument` naming the field of nonsense settings.
@@ -32,6 +35,10 @@ struct cluster_tier_stats {
   std::atomic<uint64_t> lost{0};
   /// The store did not answer (each such acquire failed its call closed).
   std::atomic<uint64_t> errors{0};
+  /// Questions asked of the store (each one Redis script in a node).
+  std::atomic<uint64_t> asked{0};
+  /// Notices that another node freed a permit while the cap was reached.
+  std::atomic<uint64_t> woken{0};
 };
 
 /// Spawns this node's owner of the cluster tier over `store`; the actor

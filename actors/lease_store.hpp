@@ -37,6 +37,9 @@ public:
     /// Unanswered because too little of the caller's wait was left to ask:
     /// its wait ran out (busy), nothing is wrong with the store.
     bool late = false;
+    /// Answered full: when the earliest live permit lapses unless renewed
+    /// (its holder may have died), if the store knows; zero otherwise.
+    duration retry_in{};
   };
 
   /// The permits that `renew` found lapsed already (their holders lost
@@ -67,6 +70,12 @@ public:
 
   /// How long a permit lives without renewal.
   virtual duration ttl() const = 0;
+
+  /// Registers `wake`, called (on any thread, possibly never) when another
+  /// holder gave a permit back while the cap was reached: waiters may ask
+  /// again now rather than at their next timer. Set once, by the owner,
+  /// before its first question. The default store has no such notices.
+  virtual void on_freed(std::function<void()> wake) { (void)wake; }
 };
 
 } // namespace sluice

@@ -31,7 +31,8 @@ CAF_ADD_ATOM(sluice, sluice, expire_atom, "expire")
 CAF_ADD_ATOM(sluice, sluice, lease_release_atom, "lrelease")
 /// `(lease_renew_atom)`: the cluster tier's renewal timer.
 CAF_ADD_ATOM(sluice, sluice, lease_renew_atom, "lrenew")
-/// `(lease_poll_atom)`: the cluster tier's retry timer while callers wait.
+/// `(lease_poll_atom, uint64_t seq)`: the cluster tier's retry timer while
+/// callers wait (a replaced one, by number, is ignored).
 CAF_ADD_ATOM(sluice, sluice, lease_poll_atom, "lpoll")
 /// `(status_atom) -> tier_status`: current counts of a tier.
 CAF_ADD_ATOM(sluice, sluice, status_atom, "status")
@@ -63,10 +64,23 @@ CAF_ADD_ATOM(sluice, sluice, reset_atom, "breset")
 /// breaker for this source opened (for `open_for`) or closed; apply it.
 CAF_ADD_ATOM(sluice, sluice, peer_state_atom, "peerstate")
 
-/// `(peer_heard_atom, std::string source, breaker_state, duration)`: such a
-/// transition as heard on the shared channel, from the relay's listener to
-/// the node's breaker relay (which passes it on as `peer_state_atom`).
+/// `(peer_heard_atom, std::string payload)`: a message as heard on the
+/// shared channel, from the relay's listener to the node's breaker relay
+/// (which passes a newer transition on as `peer_state_atom`).
 CAF_ADD_ATOM(sluice, sluice, peer_heard_atom, "peerheard")
+
+/// `(relay_sync_atom)`: the relay's listener (re)subscribed: read the
+/// shared state and catch up.
+CAF_ADD_ATOM(sluice, sluice, relay_sync_atom, "rsync")
+
+/// `(probe_gate_atom, caf::actor relay)`: to a breaker shared with other
+/// nodes: claim the cluster's probe lease through `relay` before each
+/// half-open.
+CAF_ADD_ATOM(sluice, sluice, probe_gate_atom, "pgate")
+
+/// `(probe_claim_atom, std::string source, duration ttl) -> duration`: to
+/// the breaker relay (see `probe_claim_unanswered`).
+CAF_ADD_ATOM(sluice, sluice, probe_claim_atom, "pclaim")
 
 /// `(relay_watch_atom, std::string source, caf::actor breaker)`: to the
 /// breaker relay: publish this breaker's transitions to the other nodes and

@@ -50,6 +50,13 @@ struct call_outcome {
   std::optional<time_point> retry_after;
 };
 
+/// What a claim of the cluster's probe lease for a source answered, in the
+/// reply to `(probe_claim_atom, std::string source, duration ttl)`: zero
+/// when this node took it (it probes), the time the holder's lease has
+/// left when another node holds it (stay open that long), negative when
+/// Redis did not answer (decide alone, as without Redis).
+constexpr duration probe_claim_unanswered = duration{-1};
+
 /// One state transition, broadcast to every subscriber in order.
 struct breaker_event {
   std::string source;

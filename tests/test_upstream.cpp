@@ -103,6 +103,12 @@ void test_upstream::accept_loop() {
   }
 }
 
+std::vector<std::chrono::steady_clock::time_point>
+test_upstream::arrivals() const {
+  std::lock_guard<std::mutex> guard{arrivals_mx_};
+  return arrivals_;
+}
+
 void test_upstream::serve(tcp::socket socket) {
   beast::flat_buffer buf;
   for (;;) {
@@ -112,11 +118,16 @@ void test_upstream::serve(tcp::socket socket) {
     if (ec)
       return;
     ++requests;
+    {
+      std::lock_guard<std::mutex> guard{arrivals_mx_};
+      arrivals_.push_back(std::chrono::steady_clock::now());
+    }
     http::response<http::string_body> res{http::status::ok, 11};
     res.keep_alive(req.keep_alive());
     res.set(http::field::content_type, "application/json");
-    auto what =
-        failing ? std::string{"down"} : keyword(std::string{req.target()});
+    auto what = failing   ? std::string{"down"}
+                : hanging ? std::string{"slow"}
+                          : keyword(std::string{req.target()});
     if (what == "ok") {
       res.body() = R"({"ok":true})";
     } else if (what == "busy") {

@@ -14,9 +14,11 @@
 //   cut     200 text/event-stream, one event, then closes mid-body
 //   stall   200 text/event-stream, one event, then 3 s of silence
 //
-// Anything else is 404. While `failing` is set every request gets 503.
+// Anything else is 404. While `failing` is set every request gets 503; while
+// `hanging` is set every request is `slow`.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -46,6 +48,11 @@ public:
   std::atomic<int> closed_by_client{0};
   /// Every request answers 503 while set.
   std::atomic<bool> failing{false};
+  /// Every request answers after 3 s (as `slow`) while set.
+  std::atomic<bool> hanging{false};
+
+  /// When each request arrived (its head read), in order.
+  std::vector<std::chrono::steady_clock::time_point> arrivals() const;
 
 private:
   void accept_loop();
@@ -57,6 +64,8 @@ private:
   std::atomic<int> busy1_seen_{0};
   std::thread accept_thread_;
   std::mutex threads_mx_;
+  mutable std::mutex arrivals_mx_;
+  std::vector<std::chrono::steady_clock::time_point> arrivals_;
   std::vector<std::thread> connection_threads_;
 };
 

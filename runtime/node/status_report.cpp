@@ -9,6 +9,7 @@
 #include "sluice/runtime/node/fd_limit.hpp"
 #include "sluice/runtime/node/process_metrics.hpp"
 #include "sluice/runtime/node/responses.hpp"
+#include "sluice/runtime/redis/breaker_relay.hpp"
 
 namespace sluice::node {
 
@@ -179,12 +180,25 @@ json status_json(front_state& front, json scopes) {
                         {"held_here", c->held.load()},
                         {"waiting_here", c->waiting.load()},
                         {"leases_lost", c->lost.load()},
-                        {"redis_errors", c->errors.load()}};
+                        {"redis_errors", c->errors.load()},
+                        {"asked", c->asked.load()},
+                        {"woken", c->woken.load()}};
   auto fds = current_fd_usage();
   auto& k = front.counters;
+  json relay = nullptr; // breakers not shared between nodes
+  if (auto& r = front.rt.relay_stats())
+    relay = {{"published", r->published.load()},
+             {"applied", r->applied.load()},
+             {"stale", r->stale.load()},
+             {"ignored", r->ignored.load()},
+             {"resyncs", r->resyncs.load()},
+             {"probes_claimed", r->probes_claimed.load()},
+             {"probes_deferred", r->probes_deferred.load()},
+             {"redis_errors", r->errors.load()}};
   return {{"now_ms", wall_ms(std::chrono::system_clock::now())},
           {"started_ms", front.started_unix * 1000},
           {"tiers", std::move(tiers)},
+          {"breaker_relay", std::move(relay)},
           {"calls", calls_json(figures)},
           {"connections", front.open_connections.load()},
           {"calls_in_flight", front.in_flight.load()},

@@ -1,9 +1,8 @@
 #include "sluice/runtime/redis/breaker_relay.hpp"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <map>
+#include <set>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -12,15 +11,35 @@
 #include <caf/stateful_actor.hpp>
 #include <nlohmann/json.hpp>
 
-#include "sluice/actors/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/redis/client.hpp"
+#include "sluice/runtime/redis/lua.hpp"
+#include "sluice/runtime/redis/subscriber.hpp"
 
 namespace sluice {
 
 namespace {
 
 using json = nlohmann::json;
+
+} // namespace
+
+namespace {
+
+// A whole number of milliseconds in [0, max_peer_open_ms], saturated,
+// never wrapped (SPEC §7); nothing if it is not an integer.
+std::optional<int64_t> read_ms(const json& v) {
+  int64_t x = 0;
+  if (v.is_number_unsigned())
+    x = v.get<uint64_t>() > uint64_t(max_peer_open_ms)
+            ? max_peer_open_ms
+            : static_cast<int64_t>(v.get<uint64_t>());
+  else if (v.is_number_integer())
+    x = v.get<int64_t>();
+  else
+    return std::nullopt;
+  return std::clamp<int64_t>(x, 0, max_peer_open_ms);
+}
 
 } // namespace
 
@@ -39,149 +58,114 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
   if (!node || !node->is_string() || !source || !source->is_string() ||
       !state || !state->is_string())
     return std::nullopt;
-  if (node->get_ref<const std::string&>() == own_node)
+  if (!own_node.empty() && node->get_ref<const std::string&>() == own_node)
     return std::nullopt; // our own, back from the channel
   auto to = policy::parse_breaker_state(state->get_ref<const std::string&>());
   // Only what a node decides by itself is published.
   if (to != breaker_state::open && to != breaker_state::closed)
     return std::nullopt;
   peer_message out;
+  out.node = node->get<std::string>();
   out.source = source->get<std::string>();
   out.to = *to;
   if (out.source.empty())
     return std::nullopt;
+  // The breaker bounds the period further by its own open_duration_max.
   if (auto ms = field("open_for_ms")) {
-    // Whole milliseconds only; saturated, never wrapped (SPEC §7). The
-    // breaker bounds it further by its own open_duration_max.
-    int64_t v = 0;
-    if (ms->is_number_unsigned())
-      v = ms->get<uint64_t>() > uint64_t(max_peer_open_ms)
-              ? max_peer_open_ms
-              : static_cast<int64_t>(ms->get<uint64_t>());
-    else if (ms->is_number_integer())
-      v = ms->get<int64_t>();
+    auto v = read_ms(*ms);
+    if (!v)
+      return std::nullopt;
+    out.open_for = std::chrono::milliseconds{*v};
+  }
+  if (auto g = field("gen")) {
+    if (!g->is_number_unsigned())
+      return std::nullopt;
+    out.gen = g->get<uint64_t>();
+  }
+  if (auto u = field("until_ms")) {
+    // An instant, not a period: any non-negative integer, saturated.
+    if (u->is_number_unsigned())
+      out.until_ms = static_cast<int64_t>(std::min<uint64_t>(
+          u->get<uint64_t>(), uint64_t(INT64_MAX)));
+    else if (u->is_number_integer() && u->get<int64_t>() >= 0)
+      out.until_ms = u->get<int64_t>();
     else
       return std::nullopt;
-    out.open_for = std::chrono::milliseconds{std::clamp<int64_t>(
-        v, 0, max_peer_open_ms)};
   }
   return out;
 }
 
 namespace {
 
-// The listener: a blocking SUBSCRIBE on a connection and thread of its own,
-// forwarding each peer message to the relay. Stopped by interrupting its
-// connection, which wakes the blocked read.
+// -- scripts ------------------------------------------------------------------
+
+// Publishes one transition. KEYS: the state hash, the generation hash, the
+// source's probe lease. ARGV: source, node, the message without its closing
+// brace, open-for ms (0 unless opening), the channel. The generation and the
+// open-until instant (server clock) are spliced into the message here, so
+// that the stored state and the published message are one text.
 //
-// The thread holds the listener too (`start`): forwarding a message may drop
-// the last reference to the relay, whose state then goes -- on this very
-// thread -- and with it the relay's own reference to the listener, which
-// must outlive the loop that is still running.
-class listener : public std::enable_shared_from_this<listener> {
-public:
-  listener(caf::actor_system& sys, redis_config cfg, std::string channel,
-           std::string node, caf::weak_actor_ptr relay,
-           std::shared_ptr<breaker_relay_stats> stats)
-      : hold_(sys)
-      , client_(cfg)
-      , pause_(cfg.reconnect_after)
-      , channel_(std::move(channel))
-      , node_(std::move(node))
-      , relay_(std::move(relay))
-      , stats_(std::move(stats)) {
-    // nop
-  }
+// A source's first generation is the server's clock in µs, not 1: after
+// Redis restarted empty, the generations go on from past the ones the nodes
+// saw, never repeating one. Numbers are formatted with %d: Lua's own
+// formatting of large numbers loses digits (1.7e+15).
+const std::string publish_script = redis_lua::timed(R"(
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+  redis.call('HSET', KEYS[2], ARGV[1], string.format('%d', now * 1000))
+end
+local gen = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+local until_ms = 0
+if tonumber(ARGV[4]) > 0 then until_ms = now + tonumber(ARGV[4]) end
+local msg = ARGV[3] .. ',"gen":' .. string.format('%d', gen) ..
+  ',"until_ms":' .. string.format('%d', until_ms) .. '}'
+redis.call('HSET', KEYS[1], ARGV[1], msg)
+if redis.call('GET', KEYS[3]) == ARGV[2] then
+  redis.call('DEL', KEYS[3])
+end
+redis.call('PUBLISH', ARGV[5], msg)
+return gen
+)");
 
-  void start() {
-    thread_ = std::thread{[self = shared_from_this()] { self->run(); }};
-  }
+// The shared state: {now, {source, message, ...}} (one source: ARGV[1]).
+const std::string state_script = redis_lua::timed(R"(
+if ARGV[1] then
+  local m = redis.call('HGET', KEYS[1], ARGV[1])
+  if not m then return {now, {}} end
+  return {now, {ARGV[1], m}}
+end
+return {now, redis.call('HGETALL', KEYS[1])}
+)");
 
-  /// Stops listening and joins the thread; idempotent.
-  void stop() {
-    {
-      std::lock_guard<std::mutex> guard{mx_};
-      if (stop_)
-        return;
-      stop_ = true;
-    }
-    cv_.notify_all();
-    client_.interrupt();
-    if (thread_.get_id() == std::this_thread::get_id())
-      thread_.detach(); // never join ourselves
-    else if (thread_.joinable())
-      thread_.join();
-  }
-
-private:
-  void run() {
-    while (!stopping()) {
-      if (!client_.subscribe(channel_).ok()) {
-        if (!stopping())
-          ++stats_->errors;
-        pause();
-        continue;
-      }
-      while (auto payload = client_.next_message(max_peer_message))
-        handle(*payload);
-      if (!stopping()) { // closed by Redis
-        ++stats_->errors;
-        pause();
-      }
-    }
-  }
-
-  bool stopping() {
-    std::lock_guard<std::mutex> guard{mx_};
-    return stop_;
-  }
-
-  // Before reconnecting: no reconnect storm while Redis is down.
-  void pause() {
-    std::unique_lock<std::mutex> lk{mx_};
-    cv_.wait_for(lk, pause_, [this] { return stop_; });
-  }
-
-  // Anyone who may PUBLISH on the channel can send anything: each field is
-  // read only if it has the right type, and nothing a message holds may
-  // end the thread.
-  void handle(const std::string& payload) noexcept {
-    try {
-      if (auto m = parse_peer_message(payload, node_)) {
-        if (auto relay = caf::actor_cast<caf::actor>(relay_.lock()))
-          caf::anon_send(relay, peer_heard_atom_v, std::move(m->source), m->to,
-                         m->open_for);
-      } else {
-        ++stats_->ignored;
-      }
-    } catch (...) {
-      ++stats_->errors; // no memory: this one message is lost
-    }
-  }
-
-  /// First, so released last: the thread may drop the relay's last
-  /// reference (see `system_hold`); the system waits for the listener.
-  system_hold hold_;
-  redis_client client_;
-  duration pause_;
-  std::string channel_;
-  std::string node_;
-  /// Weak: the relay owns the listener, not the other way round.
-  caf::weak_actor_ptr relay_;
-  std::shared_ptr<breaker_relay_stats> stats_;
-  std::mutex mx_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
+// Claims a source's probe lease for this node (ARGV: node, ttl ms): 0 if
+// taken (or held already), else the holder's time left in ms (at least 1).
+const std::string claim_script = R"(
+local cur = redis.call('GET', KEYS[1])
+if not cur or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 0
+end
+local left = redis.call('PTTL', KEYS[1])
+if left < 1 then left = 1 end
+return left
+)";
 
 struct relay_state {
   std::optional<redis_client> redis;
   std::string channel;
+  std::string state_key;
+  std::string gen_key;
   std::string node;
   std::shared_ptr<breaker_relay_stats> stats;
   std::unordered_map<std::string, caf::actor> breakers;
-  std::shared_ptr<listener> listen;
+  /// The last generation seen per source (published here or applied).
+  std::unordered_map<std::string, uint64_t> last_gen;
+  std::shared_ptr<redis_subscriber> listen;
+  /// This node's last transition per source that Redis could not be told.
+  std::map<std::string, breaker_event> unpublished;
+
+  std::string probe_key(const std::string& source) const {
+    return redis->key("breakers:probe:" + source);
+  }
 
   ~relay_state() {
     if (listen)
@@ -193,17 +177,165 @@ struct relay_state {
 
 using relay_actor = caf::stateful_actor<relay_state>;
 
+// Runs a script on the relay's connection. A connection Redis dropped (it
+// restarted) fails the first command on it: tried once more, on a new one.
+redis_client::result run_script(relay_state& st, const std::string& script,
+                                const std::vector<std::string>& keys,
+                                const std::vector<std::string>& args) {
+  auto r = st.redis->eval(script, keys, args);
+  if (!r.ok() && r.fault)
+    r = st.redis->eval(script, keys, args);
+  return r;
+}
+
+// Hands a newer transition to the breaker of its source. `server_now`:
+// the message is from the shared state, read at that instant of the
+// server's clock (its period is left from `until_ms`), else from the
+// channel (its period is `open_for`, as sent).
+bool apply(relay_actor* self, const peer_message& m,
+           std::optional<int64_t> server_now) {
+  auto& st = self->state;
+  // Only sources this node has are tracked: anyone may publish any name.
+  auto i = st.breakers.find(m.source);
+  if (i == st.breakers.end())
+    return false;
+  if (m.gen != 0) {
+    auto& last = st.last_gen[m.source];
+    if (m.gen <= last) {
+      ++st.stats->stale;
+      return false;
+    }
+    last = m.gen;
+  }
+  if (m.node == st.node)
+    return false; // our own (read back in a catch-up)
+  auto open_for = m.open_for;
+  if (server_now && m.to == breaker_state::open) {
+    if (m.until_ms <= *server_now)
+      return false; // its period is over: nothing to hold open
+    open_for = std::chrono::milliseconds{
+        std::min(m.until_ms - *server_now, max_peer_open_ms)};
+  }
+  ++st.stats->applied;
+  self->send(i->second, peer_state_atom_v, m.to, open_for);
+  return true;
+}
+
+// Reads the shared state (of `source`, or of all) and applies what is newer
+// than what this node saw; returns the sources it moved. A full read also
+// forgets generations Redis no longer has (it restarted empty): counting
+// starts again from its own.
+std::set<std::string> catch_up(relay_actor* self, const std::string* source) {
+  std::set<std::string> applied;
+  auto& st = self->state;
+  std::vector<std::string> args;
+  if (source)
+    args.push_back(*source);
+  auto r = run_script(st, state_script, {st.state_key}, args);
+  if (!r.ok() || r.reply->elements.size() != 2 ||
+      r.reply->elements[0].type != redis_reply::kind::integer) {
+    ++st.stats->errors;
+    return applied;
+  }
+  auto now = r.reply->elements[0].integer;
+  auto& entries = r.reply->elements[1].elements;
+  std::vector<peer_message> found;
+  for (size_t k = 0; k + 1 < entries.size(); k += 2) {
+    if (auto m = parse_peer_message(entries[k + 1].text, ""))
+      found.push_back(std::move(*m));
+    else
+      ++st.stats->ignored;
+  }
+  if (!source) {
+    ++st.stats->resyncs;
+    // What Redis holds is the truth about generations: a source it no
+    // longer has, or has at a lower one, was lost (it restarted empty).
+    std::unordered_map<std::string, uint64_t> kept;
+    for (auto& m : found) {
+      auto i = st.last_gen.find(m.source);
+      if (i != st.last_gen.end() && i->second <= m.gen)
+        kept.emplace(m.source, i->second);
+    }
+    st.last_gen = std::move(kept);
+  }
+  for (auto& m : found)
+    if (apply(self, m, now))
+      applied.insert(m.source);
+  return applied;
+}
+
+// Publishes `ev` (an opening: for what is left of its period); false if
+// Redis was not told.
+bool publish(relay_actor* self, const breaker_event& ev) {
+  auto& st = self->state;
+  int64_t open_ms = 0;
+  if (ev.to == breaker_state::open) {
+    auto left = ev.at + ev.open_for - self->clock().now();
+    if (left <= duration::zero())
+      return true; // over: nothing left to tell
+    open_ms = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(left).count());
+  }
+  json msg{{"node", st.node},
+           {"source", ev.source},
+           {"state", std::string{to_string(ev.to)}},
+           {"open_for_ms", open_ms}};
+  // A source name is the operator's text: invalid UTF-8 in it is replaced,
+  // never a throw that ends the relay.
+  auto text = msg.dump(-1, ' ', false, json::error_handler_t::replace);
+  text.pop_back(); // the script adds the generation and closes it
+  auto r = run_script(
+      st, publish_script, {st.state_key, st.gen_key, st.probe_key(ev.source)},
+      {ev.source, st.node, text, std::to_string(open_ms), st.channel});
+  if (!r.ok() || r.reply->type != redis_reply::kind::integer) {
+    ++st.stats->errors;
+    return false;
+  }
+  ++st.stats->published;
+  auto& last = st.last_gen[ev.source];
+  last = std::max<uint64_t>(last, uint64_t(r.reply->integer));
+  return true;
+}
+
+// The listener (re)subscribed: catch up, then tell what this node decided
+// while Redis could not be told -- unless a peer decided later.
+void resync(relay_actor* self) {
+  auto& st = self->state;
+  auto newer = catch_up(self, nullptr);
+  for (auto i = st.unpublished.begin(); i != st.unpublished.end();) {
+    if (newer.count(i->first) != 0 || publish(self, i->second))
+      i = st.unpublished.erase(i);
+    else
+      ++i;
+  }
+}
+
 caf::behavior relay(relay_actor* self, redis_config cfg,
                     std::shared_ptr<breaker_relay_stats> stats) {
   auto& st = self->state;
   st.channel = cfg.key_prefix + "breakers";
+  st.state_key = cfg.key_prefix + "breakers:state";
+  st.gen_key = cfg.key_prefix + "breakers:gen";
   st.node = random_node_id();
   st.stats = std::move(stats);
-  st.listen = std::make_shared<listener>(
-      self->system(), cfg, st.channel, st.node,
-      caf::actor_cast<caf::weak_actor_ptr>(self), st.stats);
-  st.listen->start();
-  st.redis.emplace(std::move(cfg));
+  st.redis.emplace(for_role(cfg, "breakers"));
+  redis_subscriber::handlers h;
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  auto to_relay = [weak](auto&&... xs) {
+    if (auto relay = caf::actor_cast<caf::actor>(weak.lock()))
+      caf::anon_send(relay, std::forward<decltype(xs)>(xs)...);
+  };
+  // Anyone who may PUBLISH on the channel can send anything: the relay
+  // reads each field only if it has the right type.
+  h.message = [to_relay](const std::string& payload) {
+    to_relay(peer_heard_atom_v, payload);
+  };
+  h.subscribed = [to_relay] { to_relay(relay_sync_atom_v); };
+  h.error = [stats = st.stats] { ++stats->errors; };
+  st.listen = redis_subscriber::start(&self->system(),
+                                      for_role(std::move(cfg), "breakers-sub"),
+                                      st.channel, max_peer_message,
+                                      std::move(h));
   // The listener stops (and its thread is joined) with the state, which
   // CAF 0.17 destroys as soon as the actor terminates (on_exit), not when
   // the last reference goes. (Not in an attached functor: those run after
@@ -213,37 +345,48 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
         self->state.breakers[source] = b;
         self->request(b, caf::infinite, subscribe_atom_v)
             .then([](const breaker_status&) {}, [](caf::error&) {});
+        self->send(b, probe_gate_atom_v, caf::actor{self});
+        // What the other nodes decided before this breaker was here.
+        catch_up(self, &source);
       },
       // One of our breakers moved: publish what it decided by itself.
       [self](const breaker_event& ev) {
-        auto& st = self->state;
         if (ev.from_peer || (ev.to != breaker_state::open &&
                              ev.to != breaker_state::closed))
           return;
-        json msg{{"node", st.node},
-                 {"source", ev.source},
-                 {"state", std::string{to_string(ev.to)}},
-                 {"open_for_ms",
-                  std::chrono::duration_cast<std::chrono::milliseconds>(
-                      ev.open_for)
-                      .count()}};
-        // A source name is the operator's text: invalid UTF-8 in it is
-        // replaced, never a throw that ends the relay.
-        auto text = msg.dump(-1, ' ', false, json::error_handler_t::replace);
-        if (st.redis->command({"PUBLISH", st.channel, text}).ok())
-          ++st.stats->published;
-        else
-          ++st.stats->errors;
-      },
-      // Another node's breaker moved: tell ours.
-      [self](peer_heard_atom, const std::string& source, breaker_state to,
-             duration open_for) {
         auto& st = self->state;
-        auto i = st.breakers.find(source);
-        if (i == st.breakers.end())
-          return; // a source this node does not have
-        ++st.stats->applied;
-        self->send(i->second, peer_state_atom_v, to, open_for);
+        if (publish(self, ev))
+          st.unpublished.erase(ev.source);
+        else // told when the listener is back (see `relay_sync_atom`)
+          st.unpublished[ev.source] = ev;
+      },
+      // A message on the channel.
+      [self](peer_heard_atom, const std::string& payload) {
+        auto& st = self->state;
+        if (auto m = parse_peer_message(payload, st.node))
+          apply(self, *m, std::nullopt);
+        else
+          ++st.stats->ignored;
+      },
+      [self](relay_sync_atom) { resync(self); },
+      [self](probe_claim_atom, const std::string& source,
+             duration ttl) -> duration {
+        auto& st = self->state;
+        auto ms = std::max<int64_t>(
+            1, std::chrono::duration_cast<std::chrono::milliseconds>(ttl)
+                   .count());
+        auto r = run_script(st, claim_script, {st.probe_key(source)},
+                            {st.node, std::to_string(ms)});
+        if (!r.ok() || r.reply->type != redis_reply::kind::integer) {
+          ++st.stats->errors;
+          return probe_claim_unanswered;
+        }
+        if (r.reply->integer == 0) {
+          ++st.stats->probes_claimed;
+          return duration::zero();
+        }
+        ++st.stats->probes_deferred;
+        return std::chrono::milliseconds{r.reply->integer};
       },
   };
 }

@@ -25,6 +25,16 @@ struct breaker_relay_stats {
   /// Messages on the channel that were not a peer's transition (malformed,
   /// too large, or this node's own).
   std::atomic<uint64_t> ignored{0};
+  /// Peers' transitions dropped because a later one (by generation) was
+  /// applied already: reordered, duplicated, or read in a catch-up first.
+  std::atomic<uint64_t> stale{0};
+  /// Times the shared state was read after (re)subscribing (catch-up).
+  std::atomic<uint64_t> resyncs{0};
+  /// Cluster probe leases this node took (its breaker then half-opened).
+  std::atomic<uint64_t> probes_claimed{0};
+  /// Open periods that ended while another node held the probe lease: this
+  /// node's breaker stayed open until that lease's end.
+  std::atomic<uint64_t> probes_deferred{0};
 };
 
 /// The largest message on the channel the relay reads; longer ones are
@@ -36,20 +46,32 @@ constexpr size_t max_peer_message = 4096;
 /// The longest open period a peer's message may ask for: a year, in ms.
 constexpr int64_t max_peer_open_ms = int64_t{365} * 24 * 3600 * 1000;
 
-/// A peer's transition, as the relay's listener reads it off the channel.
+/// A node's transition, as the relay reads it off the channel or from the
+/// shared state (`<prefix>breakers:state`, one entry per source: the last
+/// transition published).
 struct peer_message {
+  std::string node;
   std::string source;
   breaker_state to = breaker_state::closed;
   /// For an opening: how long it stays open, in [0, max_peer_open_ms].
   duration open_for{};
+  /// The source's shared generation, counted up by Redis at each publish
+  /// (0: a message without one, from a node before generations).
+  uint64_t gen = 0;
+  /// For an opening: until when, on the Redis server's clock (Unix ms; 0
+  /// when absent). What a catch-up reads, when `open_for` is old.
+  int64_t until_ms = 0;
 };
 
-/// Reads one message from the channel: a transition of another node's
-/// breaker, or nothing if it is malformed (not JSON, a field missing or of
-/// the wrong type, a state other than open or closed, no source) or from
-/// `own_node`. Never throws on any input (except `std::bad_alloc`).
+/// Reads one message from the channel or the shared state: a transition of
+/// another node's breaker, or nothing if it is malformed (not JSON, a field
+/// missing or of the wrong type, a state other than open or closed, no
+/// source) or from `own_node` (empty: from any node). Never throws on any
+/// input (except `std::bad_alloc`).
 std::optional<peer_message> parse_peer_message(std::string_view payload,
                                                std::string_view own_node);
+
+
 
 /// Spawns this node's breaker relay: it shares breaker state with the other
 /// nodes on the same Redis key prefix, through pub/sub on the channel
@@ -64,9 +86,23 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
 ///   (`peer_state_atom`), which applies them and broadcasts them locally,
 ///   marked as from a peer -- those are never published again.
 ///
-/// Best effort: a message published while a node is cut off from Redis is
-/// lost for that node (its own breakers still decide for it). Runs on a
-/// thread of its own (hiredis blocks).
+/// - Each publish is one script: it counts the source's generation up,
+///   stores the transition as the source's shared state (open-until on the
+///   server's clock), publishes it with its generation, and frees the
+///   probe lease if this node held it. A transition whose generation is
+///   not above the last one seen for its source is dropped (stale).
+/// - Catch-up: after every (re)subscription, and for each breaker when it
+///   is first watched, the relay reads the shared state and applies what
+///   is newer than what it saw -- a node cut off from Redis while others
+///   moved catches up when it is back.
+/// - One probe per cluster: a watched breaker is told to claim the probe
+///   lease (`<prefix>breakers:probe:<source>`, `SET NX PX` one open
+///   period) through the relay (`probe_claim_atom`) when its open period
+///   ends; the node that gets it probes, the others stay open until the
+///   lease's end (or the prober's verdict reaches them first).
+///
+/// A node cut off from Redis decides alone (its own window, its own probe)
+/// until it is back. Runs on a thread of its own (hiredis blocks).
 caf::actor spawn_breaker_relay(caf::actor_system& sys, redis_config cfg,
                                std::shared_ptr<breaker_relay_stats> stats =
                                    nullptr);

@@ -1,5 +1,7 @@
 #include "sluice/runtime/redis/client.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <iterator>
@@ -34,6 +36,11 @@ void validate(const redis_config& cfg) {
   // while Redis refuses connections.
   if (cfg.reconnect_after <= duration::zero())
     refuse("reconnect_after", "must be positive");
+}
+
+redis_config for_role(redis_config cfg, const std::string& role) {
+  cfg.client_name = "sluice-" + std::to_string(::getpid()) + "-" + role;
+  return cfg;
 }
 
 timeval to_timeval(duration d) {
@@ -170,6 +177,15 @@ bool redis_client::ensure_connected(result& r) {
       reconnect_pause_.connect_failed(now);
       if (!r.fault)
         note_fault(r);
+      return false;
+    }
+  }
+  // Only a name: a server that refuses it (an old one, an ACL) still
+  // serves, and a fault shows at the next command.
+  if (!cfg_.client_name.empty()) {
+    auto n = run({"CLIENT", "SETNAME", cfg_.client_name});
+    if (ctx_ == nullptr) { // the connection failed under it
+      r = std::move(n);
       return false;
     }
   }

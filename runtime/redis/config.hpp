@@ -22,7 +22,15 @@ struct redis_config {
   /// After a failed connect, commands fail at once for this long before
   /// the next attempt to connect (no reconnect storm while Redis is down).
   duration reconnect_after = std::chrono::milliseconds{500};
+  /// The connection's name in `CLIENT LIST` (sent with `CLIENT SETNAME`
+  /// after each connect); empty: unnamed. See `for_role`.
+  std::string client_name;
 };
+
+/// `cfg` for one of this process's connections: named
+/// `sluice-<pid>-<role>`, so that an operator (or a test) can tell which
+/// process and which part holds each connection in `CLIENT LIST`.
+redis_config for_role(redis_config cfg, const std::string& role);
 
 /// Throws `std::invalid_argument` naming the field of nonsense settings.
 void validate(const redis_config& cfg);

@@ -3,27 +3,44 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <type_traits>
 
 #include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/redis/lua.hpp"
+#include "sluice/runtime/redis/subscriber.hpp"
 
 namespace sluice {
 
 namespace {
 
+const std::vector<redis_reply> no_elements;
+
 // Every script starts from the server's clock and drops lapsed leases, so
 // no node's clock and no stale lease ever counts.
+// Full: {0, ms until the earliest lease lapses unless renewed}.
 const std::string acquire_script = redis_lua::timed(R"(
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
-  return 0
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {0, math.max(0, tonumber(first[2]) - now)}
 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1
+return {1, 0}
 )");
+
+// Gives a lease back; when the cap was reached, tells waiting nodes
+// (ARGV: lease, cap, this node, the channel). Not otherwise: a notice per
+// release would cost every node a message per call.
+const std::string release_script = R"(
+local full = redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2])
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 and full then
+  redis.call('PUBLISH', ARGV[4], ARGV[3])
+end
+return 1
+)";
 
 const std::string renew_script = redis_lua::timed(R"(
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -70,20 +87,29 @@ lease_pool::outcome lease_pool::try_acquire() {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ttl_);
   auto r = redis_.eval(acquire_script, {key_},
                        {std::to_string(cap_), std::to_string(ms.count()), id});
-  if (!r.ok() || r.reply->type != redis_reply::kind::integer) {
+  auto& e = r.ok() ? r.reply->elements : no_elements;
+  if (!r.ok() || r.reply->type != redis_reply::kind::array || e.size() != 2 ||
+      e[0].type != redis_reply::kind::integer ||
+      e[1].type != redis_reply::kind::integer) {
     out.error = r.ok() ? "unexpected answer" : r.error;
     out.fault = r.fault;
     return out;
   }
   out.answered = true;
-  out.granted = r.reply->integer == 1;
+  out.granted = e[0].integer == 1;
   if (out.granted)
     out.permit = std::move(id);
+  else
+    out.retry_in = std::chrono::milliseconds{
+        std::clamp<int64_t>(e[1].integer, 0, int64_t{24} * 3600 * 1000)};
   return out;
 }
 
 bool lease_pool::release(const std::string& lease) {
-  return redis_.command({"ZREM", key_, lease}).ok();
+  return redis_
+      .eval(release_script, {key_},
+            {lease, std::to_string(cap_), node_, freed_channel()})
+      .ok();
 }
 
 std::optional<std::vector<std::string>>
@@ -153,16 +179,32 @@ class redis_lease_store final : public lease_store {
 public:
   redis_lease_store(redis_config cfg, std::string name, uint32_t cap,
                     duration ttl, caf::actor_system* sys)
-      : worker_(
-            std::make_unique<redis_worker>(std::move(cfg), "cluster tier", sys))
+      : worker_(std::make_unique<redis_worker>(for_role(cfg, "leases"),
+                                               "cluster tier", sys))
       // Lease ids name this node: random, so restarts never reuse one.
       , pool_(worker_->connection(), std::move(name), cap, ttl,
               random_node_id()) {
-    // nop
+    redis_subscriber::handlers h;
+    h.message = [wake = wake_, node = pool_.node()](const std::string& who) {
+      if (who != node) // our own release: the tier knows
+        wake->call();
+    };
+    // Subscribed again after a drop: a notice may have been missed.
+    h.subscribed = [wake = wake_] { wake->call(); };
+    freed_ = redis_subscriber::start(sys, for_role(cfg, "leases-sub"),
+                                     pool_.freed_channel(), max_notice,
+                                     std::move(h));
   }
 
-  // The worker's thread is joined before the pool its jobs use goes.
-  ~redis_lease_store() override { worker_.reset(); }
+  // The threads are joined before the pool their jobs use goes.
+  ~redis_lease_store() override {
+    freed_->stop();
+    worker_.reset();
+  }
+
+  void on_freed(std::function<void()> wake) override {
+    wake_->set(std::move(wake));
+  }
 
   void try_acquire(duration within, std::function<void(grant)> done) override {
     auto answer = std::make_shared<once<grant>>(std::move(done));
@@ -232,8 +274,28 @@ private:
     return steady::now() + std::min(within, worker_->config().command_timeout);
   }
 
+  /// A node's name, longer ones skipped.
+  static constexpr size_t max_notice = 256;
+
+  /// The owner's `on_freed`, called from the subscriber's thread.
+  struct wake_slot {
+    std::mutex mx;
+    std::function<void()> f;
+    void set(std::function<void()> g) {
+      std::lock_guard<std::mutex> guard{mx};
+      f = std::move(g);
+    }
+    void call() {
+      std::lock_guard<std::mutex> guard{mx};
+      if (f)
+        f();
+    }
+  };
+
+  std::shared_ptr<wake_slot> wake_ = std::make_shared<wake_slot>();
   std::unique_ptr<redis_worker> worker_;
   lease_pool pool_;
+  std::shared_ptr<redis_subscriber> freed_;
 };
 
 } // namespace

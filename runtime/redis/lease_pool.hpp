@@ -38,11 +38,13 @@ public:
   /// lease id; never `late`, which only the store decides).
   using outcome = lease_store::grant;
 
-  /// Takes a lease if fewer than `cap` live leases exist.
+  /// Takes a lease if fewer than `cap` live leases exist; when full, says
+  /// when the earliest lease lapses unless renewed (`retry_in`).
   outcome try_acquire();
 
   /// Gives a lease back; false if Redis could not be told (it then lapses
-  /// by itself within one TTL).
+  /// by itself within one TTL). If the cap was reached, publishes this
+  /// node's name on `freed_channel()`.
   bool release(const std::string& lease);
 
   /// Extends the given leases by one TTL from now. Returns the ones that
@@ -53,6 +55,12 @@ public:
 
   /// Live leases in the cluster right now, or -1 if Redis did not answer.
   int64_t live();
+
+  /// Where a release publishes (the releasing node's name) when the cap
+  /// was reached: `<prefix>leases:<name>:freed`.
+  std::string freed_channel() const { return key_ + ":freed"; }
+
+  const std::string& node() const noexcept { return node_; }
 
   uint32_t cap() const noexcept { return cap_; }
   duration ttl() const noexcept { return ttl_; }
@@ -71,7 +79,9 @@ private:
 /// its own (hiredis blocks; the store's owner never does). Each question
 /// waits at most one command timeout and at most its `within`; a fault
 /// marks Redis down (see `redis_worker`). Destroying the store joins its
-/// thread: at most one command timeout. Throws `std::invalid_argument`
+/// thread: at most one command timeout. Another node's release while the
+/// cap was reached reaches `on_freed` through a subscription of its own
+/// (a second connection and thread). Throws `std::invalid_argument`
 /// naming the field of nonsense settings. The thread holds `sys`, the
 /// actor system of the cluster tier it answers, while it runs (see
 /// `redis_worker`).

@@ -71,8 +71,8 @@ caf::behavior redis_backend(redis_backend_actor* self, redis_config cfg,
                             duration ttl,
                             std::shared_ptr<redis_backend_stats> stats) {
   auto& st = self->state;
-  st.redis = std::make_unique<redis_worker>(std::move(cfg), "scope backend",
-                                            &self->system());
+  st.redis = std::make_unique<redis_worker>(for_role(std::move(cfg), "scopes"),
+                                            "scope backend", &self->system());
   st.ttl = std::to_string(std::max<int64_t>(
       1, std::chrono::duration_cast<std::chrono::seconds>(ttl).count()));
   st.stats = std::move(stats);

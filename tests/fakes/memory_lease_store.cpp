@@ -17,6 +17,8 @@ void memory_lease_store::decide(const std::function<void(grant)>& done) {
       g.granted = true;
       g.permit = "p" + std::to_string(next_++);
       live_.insert(g.permit);
+    } else {
+      g.retry_in = retry_in_;
     }
   }
   done(std::move(g));

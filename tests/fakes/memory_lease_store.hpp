@@ -29,6 +29,9 @@ public:
              std::function<void(lapsed)> done) override;
   bool down() const override { return down_; }
   duration ttl() const override { return ttl_; }
+  void on_freed(std::function<void()> wake) override {
+    wake_ = std::move(wake);
+  }
 
   // -- knobs -------------------------------------------------------------------
 
@@ -52,6 +55,24 @@ public:
   /// Drops `permit` as if it lapsed (the store lost it).
   void lapse(const std::string& permit) { live_.erase(permit); }
 
+  /// Another node gave `permit` back while the cap was reached: drops it
+  /// and sends the notice.
+  void free_elsewhere(const std::string& permit) {
+    live_.erase(permit);
+    if (wake_)
+      wake_();
+  }
+
+  /// Takes a permit for another node (outside the tier); returns its id.
+  std::string take_elsewhere() {
+    auto id = "other" + std::to_string(next_++);
+    live_.insert(id);
+    return id;
+  }
+
+  /// What a full answer says of the earliest lapse (zero: nothing).
+  void set_retry_in(duration d) { retry_in_ = d; }
+
   // -- what the tier did -------------------------------------------------------
 
   size_t live() const { return live_.size(); }
@@ -74,6 +95,8 @@ private:
   uint64_t next_ = 1;
   std::set<std::string> live_;
   std::deque<std::function<void(grant)>> held_;
+  std::function<void()> wake_;
+  duration retry_in_{};
 };
 
 } // namespace sluice::testing

@@ -19,8 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "child_process.hpp"
 #include "loopback_http.hpp"
+#include "node_process.hpp"
 #include "sluice/runtime/redis/lease_pool.hpp"
 #include "test_redis.hpp"
 #include "test_upstream.hpp"
@@ -29,51 +29,10 @@ using namespace std::chrono_literals;
 using namespace sluice;
 using sluice::testing::test_redis;
 using sluice::testing::test_upstream;
+using sluice::testing::node_process;
+using sluice::testing::write_config;
 using namespace sluice::testing::loopback;
 
-namespace {
-
-// One sluice-node process on a free port, its stdout read for the port.
-class node_process {
-public:
-  explicit node_process(const std::string& config_path)
-    : child_{{SLUICE_NODE_BINARY, "--config", config_path, "--listen",
-              "127.0.0.1:0"}},
-      port_{child_.listening_port()} {
-  }
-
-
-  uint16_t port() const { return port_; }
-
-  // This node's cluster leases, per its /status (-1 if unreadable).
-  int held() const {
-    auto r = exchange(port_, http::verb::get, "/status");
-    auto doc = r.doc();
-    if (r.status != 200 || !doc.is_object())
-      return -1;
-    return doc["tiers"]["cluster"]["held_here"].get<int>();
-  }
-
-  // Sends `sig` and waits for the exit.
-  void signal(int sig) {
-    child_.signal(sig);
-    child_.wait_status();
-  }
-
-private:
-  sluice::testing::child_process child_;
-  uint16_t port_ = 0;
-};
-
-// Writes a node config to a file of its own; returns its path.
-std::string write_config(const std::string& name, const std::string& text) {
-  auto path = std::string{"/tmp/sluice-"} + name + "-" +
-              std::to_string(getpid()) + ".toml";
-  std::ofstream{path} << text;
-  return path;
-}
-
-} // namespace
 
 TEST_CASE("node: three sluice-node processes hold a cluster-wide cap "
           "together and answer every call",

@@ -23,6 +23,7 @@
 #include "sluice/runtime/redis/breaker_relay.hpp"
 #include "sluice/runtime/redis/client.hpp"
 #include "sluice/runtime/redis/lease_pool.hpp"
+#include "sluice/runtime/redis/subscriber.hpp"
 #include "sluice/runtime/runtime.hpp"
 #include "test_redis.hpp"
 
@@ -480,4 +481,241 @@ TEST_CASE_METHOD(actor_fixture,
                    2000ms));
   CHECK(node.relay_stats()->ignored == junk.size() - 1);
   CHECK(node.relay_stats()->applied == 1);
+}
+
+TEST_CASE("a release while the cap was reached tells the other nodes, and a "
+          "full answer names the earliest lapse",
+          "[redis]") {
+  test_redis server;
+  redis_client ca{server.config()}, cb{server.config()};
+  lease_pool a{ca, "global", 2, 2s, "node-a"};
+  lease_pool b{cb, "global", 2, 2s, "node-b"};
+  std::mutex mx;
+  std::vector<std::string> heard;
+  redis_subscriber::handlers h;
+  h.message = [&](const std::string& who) {
+    std::lock_guard<std::mutex> guard{mx};
+    heard.push_back(who);
+  };
+  std::atomic<int> subscribed{0};
+  h.subscribed = [&] { ++subscribed; };
+  auto sub = redis_subscriber::start(nullptr, server.config(),
+                                     a.freed_channel(), 256, h);
+  REQUIRE(eventually([&] { return subscribed == 1; }));
+  auto a1 = a.try_acquire();
+  REQUIRE(a1.granted);
+  // Not full: a release tells nobody.
+  REQUIRE(a.release(a1.permit));
+  a1 = a.try_acquire();
+  auto a2 = a.try_acquire();
+  REQUIRE((a1.granted && a2.granted));
+  auto full = b.try_acquire();
+  REQUIRE(full.answered);
+  CHECK_FALSE(full.granted);
+  // The earliest lease lapses within its TTL, unless renewed.
+  CHECK(full.retry_in > 1500ms);
+  CHECK(full.retry_in <= 2s);
+  REQUIRE(a.release(a2.permit));
+  CHECK(eventually([&] {
+    std::lock_guard<std::mutex> guard{mx};
+    return heard.size() == 1;
+  }));
+  std::this_thread::sleep_for(100ms);
+  std::lock_guard<std::mutex> guard{mx};
+  CHECK(heard == std::vector<std::string>{"node-a"});
+  sub->stop();
+}
+
+namespace {
+
+// The shared breaker state of `source` as a node would have published it.
+void write_shared_state(const test_redis& server, const std::string& source,
+                        const std::string& message) {
+  redis_client c{server.config()};
+  auto key = server.config().key_prefix + "breakers:state";
+  REQUIRE(c.command({"HSET", key, source, message}).ok());
+}
+
+// Drops every subscription (all nodes' listeners): they subscribe again
+// after `reconnect_after`.
+void kill_subscribers(const test_redis& server) {
+  redis_client c{server.config()};
+  REQUIRE(c.command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+}
+
+} // namespace
+
+TEST_CASE_METHOD(actor_fixture,
+                 "a relay that missed a transition catches up from the shared "
+                 "state when it subscribes again, and at start",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  source_settings s;
+  s.breaker.open_duration = 30s;
+  // Written before the node starts: read when its breaker is watched.
+  redis_client c{server.config()};
+  REQUIRE(c.command({"TIME"}).ok());
+  auto server_ms = [&] {
+    auto t = c.command({"TIME"});
+    return std::stoll(t.reply->elements[0].text) * 1000 +
+           std::stoll(t.reply->elements[1].text) / 1000;
+  };
+  write_shared_state(server, "early",
+                     R"({"node":"gone","source":"early","state":"open",)"
+                     R"("open_for_ms":20000,"gen":4,"until_ms":)" +
+                         std::to_string(server_ms() + 20000) + "}");
+  // An opening whose period is over by the server's clock: not applied.
+  write_shared_state(server, "late",
+                     R"({"node":"gone","source":"late","state":"open",)"
+                     R"("open_for_ms":20000,"gen":2,"until_ms":)" +
+                         std::to_string(server_ms() - 1) + "}");
+  runtime node{sys, rc};
+  node.add_simulated_source("early", sim_config{}, s);
+  node.add_simulated_source("late", sim_config{}, s);
+  node.add_simulated_source("x", sim_config{}, s);
+  node.add_route({"/x", "chat", {"x", "early", "late"}, {}, {}});
+  CHECK(eventually([&] { return node.source("early").breaker.is_open(); },
+                   2000ms));
+  CHECK_FALSE(node.source("late").breaker.is_open());
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 1; }));
+  auto resyncs = node.relay_stats()->resyncs.load();
+  // Another node's opening of x, stored but never heard (as if published
+  // while this node was cut off).
+  write_shared_state(server, "x",
+                     R"({"node":"other","source":"x","state":"open",)"
+                     R"("open_for_ms":20000,"gen":9,"until_ms":)" +
+                         std::to_string(server_ms() + 20000) + "}");
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(node.source("x").breaker.is_open());
+  kill_subscribers(server);
+  auto cut = clock_type::now();
+  CHECK(eventually([&] { return node.source("x").breaker.is_open(); },
+                   2000ms));
+  CHECK(clock_type::now() - cut < 1s);
+  CHECK(node.relay_stats()->resyncs > resyncs);
+  // The same transition heard late on the channel: stale, ignored; and an
+  // older one (reordered) too.
+  redis_client intruder{server.config()};
+  auto channel = server.config().key_prefix + "breakers";
+  auto stale = node.relay_stats()->stale.load();
+  REQUIRE(intruder
+              .command({"PUBLISH", channel,
+                        R"({"node":"other","source":"x","state":"closed",)"
+                        R"("gen":8})"})
+              .ok());
+  CHECK(eventually([&] { return node.relay_stats()->stale == stale + 1; }));
+  CHECK(node.source("x").breaker.is_open());
+  // A newer one applies.
+  REQUIRE(intruder
+              .command({"PUBLISH", channel,
+                        R"({"node":"other","source":"x","state":"closed",)"
+                        R"("gen":10})"})
+              .ok());
+  CHECK(eventually([&] { return !node.source("x").breaker.is_open(); }));
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "after Redis restarts empty, a node's generations start over "
+                 "and the others still apply them, and a transition decided while "
+                 "it was down is told when it is back",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  rc.kinds["chat"].max_attempts = 1;
+  rc.kinds["chat"].stall_window = 1s;
+  rc.kinds["chat"].poll_interval = 200ms;
+  source_settings s;
+  s.breaker.window_size = 4;
+  s.breaker.min_samples = 4;
+  s.breaker.open_duration = 30s;
+  sim_config failing;
+  failing.phases[0].transient_rate = 1.0;
+  runtime a{sys, rc}, b{sys, rc};
+  for (auto* n : {&a, &b}) {
+    n->add_simulated_source("x", failing, s);
+    n->add_route({"/x", "chat", {"x"}, {}, {}});
+  }
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
+  auto open_a = [&] {
+    for (int k = 0; k < 4; ++k)
+      a.call(call_request{"/x", "{}"}).get();
+  };
+  open_a();
+  REQUIRE(eventually([&] { return b.source("x").breaker.is_open(); }));
+  caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
+  REQUIRE(eventually([&] { return !b.source("x").breaker.is_open(); }));
+  // Redis restarts with nothing: A's next publish is generation 1 again.
+  server.stop();
+  server.start();
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
+  // Calls fail closed until the scope backend sees Redis again.
+  REQUIRE(eventually([&] {
+    a.call(call_request{"/x", "{}"}).get();
+    return a.source("x").breaker.is_open();
+  }));
+  CHECK(eventually([&] { return b.source("x").breaker.is_open(); }, 2000ms));
+  // Decided while Redis is down: told when it is back.
+  auto errors = a.relay_stats()->errors.load();
+  server.stop();
+  caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
+  REQUIRE(eventually([&] { return a.relay_stats()->errors > errors; }));
+  std::this_thread::sleep_for(300ms);
+  CHECK(b.source("x").breaker.is_open());
+  server.start();
+  CHECK(eventually([&] { return !b.source("x").breaker.is_open(); }, 3000ms));
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "three nodes whose shared breaker's open period ends: one "
+                 "takes the cluster's probe lease, the others stay open",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  rc.kinds["chat"].max_attempts = 1;
+  rc.kinds["chat"].stall_window = 1s;
+  rc.kinds["chat"].poll_interval = 200ms;
+  source_settings s;
+  s.breaker.window_size = 4;
+  s.breaker.min_samples = 4;
+  s.breaker.open_duration = 600ms;
+  sim_config failing;
+  failing.phases[0].transient_rate = 1.0;
+  std::vector<std::unique_ptr<runtime>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<runtime>(sys, rc));
+    nodes.back()->add_simulated_source("x", failing, s);
+    nodes.back()->add_route({"/x", "chat", {"x"}, {}, {}});
+  }
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 3; }));
+  for (int k = 0; k < 4; ++k)
+    nodes[0]->call(call_request{"/x", "{}"}).get();
+  auto state = [&](int i) {
+    return nodes[i]->source("x").breaker.mirror->load().state;
+  };
+  REQUIRE(eventually([&] {
+    return state(0) == breaker_state::open && state(1) == breaker_state::open &&
+           state(2) == breaker_state::open;
+  }));
+  auto sum = [&](auto field) {
+    uint64_t n = 0;
+    for (auto& node : nodes)
+      n += ((*node->relay_stats()).*field).load();
+    return n;
+  };
+  // Past the open period: exactly one node half-opens.
+  REQUIRE(eventually([&] {
+    return sum(&breaker_relay_stats::probes_claimed) == 1 &&
+           sum(&breaker_relay_stats::probes_deferred) == 2;
+  }, 2000ms));
+  int half_open = 0, open = 0;
+  for (int i = 0; i < 3; ++i) {
+    half_open += state(i) == breaker_state::half_open;
+    open += state(i) == breaker_state::open;
+  }
+  CHECK(half_open == 1);
+  CHECK(open == 2);
 }

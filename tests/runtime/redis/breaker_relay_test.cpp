@@ -6,6 +6,7 @@
 #include "sluice/runtime/redis/breaker_relay.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -71,4 +72,40 @@ TEST_CASE("the relay saturates a peer's open period, never wraps it") {
   CHECK(at("-5") == 0ms);
   CHECK(at("-9223372036854775808") == 0ms);
   CHECK(at("2147483648") == 2147483648ms); // past INT_MAX: not wrapped
+}
+
+TEST_CASE("the relay reads a transition's shared generation and open-until "
+          "instant, and refuses malformed ones") {
+  auto m = parse(R"({"node":"x","source":"a","state":"open",)"
+                 R"("open_for_ms":1500,"gen":7,"until_ms":1700000000000})");
+  REQUIRE(m);
+  CHECK(m->node == "x");
+  CHECK(m->gen == 7);
+  CHECK(m->until_ms == 1700000000000);
+  auto old = parse(R"({"node":"x","source":"a","state":"closed"})");
+  REQUIRE(old);
+  CHECK(old->gen == 0); // a node before generations: no order known
+  CHECK(old->until_ms == 0);
+  for (auto tail : {R"("gen":-1)", R"("gen":"7")", R"("gen":1.5)",
+                    R"("gen":null)", R"("until_ms":-5)", R"("until_ms":"1")",
+                    R"("until_ms":1e300)"}) {
+    auto text = std::string{R"({"node":"x","source":"a","state":"open",)"} +
+                tail + "}";
+    INFO(text);
+    CHECK_FALSE(parse(text));
+  }
+  auto far = parse(R"({"node":"x","source":"a","state":"open",)"
+                   R"("until_ms":18446744073709551615})");
+  REQUIRE(far);
+  CHECK(far->until_ms == INT64_MAX); // saturated, not wrapped
+}
+
+TEST_CASE("the shared state is read with no node of its own: this node's "
+          "entries too") {
+  auto text = R"({"node":"me","source":"a","state":"closed","gen":3})";
+  CHECK_FALSE(parse_peer_message(text, "me"));
+  auto mine = parse_peer_message(text, "");
+  REQUIRE(mine);
+  CHECK(mine->node == "me");
+  CHECK(mine->gen == 3);
 }
