@@ -2,6 +2,7 @@
 // Thin: parse flags (CLI11), load the config, run the HTTP front until SIGINT
 // or SIGTERM, drain in-flight calls for the grace period, exit 0.
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/remote_source.hpp"
 #include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/runtime/http_front.hpp"
 #include "sluice/actors/log.hpp"
@@ -65,10 +67,15 @@ int report(const std::string& origin, const sluice::config_error& e) {
   return exit_bad_config;
 }
 
-// Sets the CAF scheduler from the node settings.
+// Sets the CAF scheduler from the node settings; loads CAF's network layer
+// only for a config with remote sources.
 void configure_actors(caf::actor_system_config& caf_cfg,
-                      const sluice::node_settings& node) {
+                      const sluice::file_config& cfg) {
+  auto& node = cfg.node;
   sluice::add_error_category(caf_cfg);
+  if (std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                  [](auto& s) { return s.type == "remote"; }))
+    sluice::enable_remote_sources(caf_cfg);
   if (node.scheduler == "loops") {
     auto loops = node.loops != 0
                      ? node.loops
@@ -100,7 +107,7 @@ int check_config(const std::string& path) {
   try {
     auto cfg = sluice::load_config_file(path);
     caf::actor_system_config caf_cfg;
-    configure_actors(caf_cfg, cfg.node);
+    configure_actors(caf_cfg, cfg);
     caf::actor_system sys{caf_cfg};
     build_runtime(sys, cfg).reset();
     sys.await_actors_before_shutdown(false);
@@ -223,7 +230,7 @@ int main(int argc, char** argv) {
   signals.async_wait(on_signal);
 
   caf::actor_system_config caf_cfg;
-  configure_actors(caf_cfg, cfg.node);
+  configure_actors(caf_cfg, cfg);
   caf::actor_system sys{caf_cfg};
   try {
     auto rt = build_runtime(sys, cfg);

@@ -103,6 +103,12 @@ CAF_ADD_ATOM(sluice, sluice, attempt_atom, "attempt")
 /// `(cancel_atom)`: from a governor to a self-timed (built-in) source:
 /// abandon every attempt the sender has in flight there, unanswered.
 CAF_ADD_ATOM(sluice, sluice, cancel_atom, "cancel")
+/// `(remote_attempt_atom, uint64_t tag, call_request)`: from a node to a
+/// source served in another process (runtime/remote_source.hpp); answered
+/// by `(remote_reply_atom, uint64_t tag, source_reply)`, withdrawn by
+/// `(cancel_atom, uint64_t tag)`.
+CAF_ADD_ATOM(sluice, sluice, remote_attempt_atom, "rattempt")
+CAF_ADD_ATOM(sluice, sluice, remote_reply_atom, "rreply")
 /// `(run_atom) -> source_reply`: an attempt runner's single job.
 CAF_ADD_ATOM(sluice, sluice, run_atom, "run")
 
@@ -149,15 +155,15 @@ CAF_ADD_TYPE_ID(sluice, (sluice::time_point))
 CAF_END_TYPE_ID_BLOCK(sluice)
 
 // Only ever sent within one process; nodes share state through the backend
-// (Redis), not through CAF's network layer.
+// (Redis). What crosses CAF's network layer (a source in another process,
+// runtime/remote_source.hpp) has `inspect()`: `call_request`,
+// `source_reply`, and atoms, integers and strings.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::tier_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::gate_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_verdict)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_status)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_request)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::source_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::governor_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::progress_age)

@@ -7,6 +7,9 @@
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
 
 #include "sluice/messages/admission.hpp"
 #include "sluice/runtime/policy/governor_phase.hpp"
@@ -47,6 +50,16 @@ struct call_request {
   std::vector<std::pair<std::string, std::string>> headers{};
 };
 
+/// The wire form of a call request (a source in another process, see
+/// runtime/remote_source.hpp): every field crosses. `stream_to` arrives as
+/// a handle on the governor, so a remote source's chunks go straight to it.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_request& x) {
+  return f(caf::meta::type_name("sluice.call_request"), x.route, x.payload,
+           x.model, x.stream, x.stream_to, x.stream_tag, x.timeout,
+           x.headers);
+}
+
 /// Most entries of `call_request::headers`; an HTTP source sends no more.
 constexpr size_t max_call_headers = 8;
 
@@ -63,6 +76,23 @@ struct source_reply {
   /// Content-Type); empty: JSON.
   std::string content_type{};
 };
+
+/// The wire form of a source's answer (CAF 0.17 has no inspector for
+/// `std::optional`: a flag and a value stand for `retry_after`).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, source_reply& x) {
+  bool has_retry = x.retry_after.has_value();
+  auto retry = x.retry_after.value_or(duration::zero());
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (has_retry)
+      x.retry_after = retry;
+    else
+      x.retry_after.reset();
+    return caf::none;
+  });
+  return f(caf::meta::type_name("sluice.source_reply"), x.kind, x.status,
+           x.body, has_retry, retry, x.content_type, load);
+}
 
 /// One attempt of a call, for the caller's record.
 struct attempt_record {

@@ -94,6 +94,8 @@ void install(runtime& rt, const file_config& cfg) {
   for (auto& s : cfg.sources) {
     if (s.type == "http")
       rt.add_http_source(s.name, s.http, s.settings);
+    else if (s.type == "remote")
+      rt.add_remote_source(s.name, s.remote, s.settings);
     else
       rt.add_simulated_source(s.name, s.sim, s.settings);
   }

@@ -9,6 +9,7 @@
 #include "sluice/actors/http_source.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/config/secret.hpp"
+#include "sluice/runtime/remote_source.hpp"
 #include "sluice/runtime/runtime.hpp"
 
 namespace sluice {
@@ -97,13 +98,15 @@ struct node_settings {
 /// One `[sources.NAME]` table.
 struct source_decl {
   std::string name;
-  /// "simulated" or "http".
+  /// "simulated", "http" or "remote".
   std::string type;
   source_settings settings;
   /// For type "simulated".
   sim_config sim;
   /// For type "http".
   http_source_config http;
+  /// For type "remote".
+  remote_source_config remote;
   int line = 0;
 };
 

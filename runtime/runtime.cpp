@@ -22,6 +22,7 @@
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/redis/breaker_relay.hpp"
+#include "sluice/runtime/remote_source.hpp"
 #include "sluice/runtime/redis/lease_pool.hpp"
 #include "sluice/runtime/redis/scope_backend.hpp"
 #include "sluice/runtime/route_rules.hpp"
@@ -193,6 +194,8 @@ runtime::~runtime() {
     stop(s.breaker.actor);
     stop(s.gate);
   }
+  for (auto& a : owned_)
+    stop(a);
   stop(backend_);
   if (cluster_)
     stop(cluster_);
@@ -238,6 +241,21 @@ runtime::~runtime() {
 void runtime::add_source(const std::string& name, source_actor actor,
                          const source_settings& settings) {
   add_source(name, std::move(actor), settings, false);
+}
+
+void runtime::add_remote_source(const std::string& name,
+                                const remote_source_config& remote,
+                                const source_settings& settings) {
+  with_key_prefix("sources." + name, [&] { validate(remote); });
+  auto actor = spawn_remote_source(sys_, remote);
+  try {
+    add_source(name, actor, settings, false);
+  } catch (...) {
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  std::unique_lock<std::shared_mutex> guard{mx_};
+  owned_.push_back(caf::actor_cast<caf::actor>(std::move(actor)));
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,

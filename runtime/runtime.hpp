@@ -29,6 +29,7 @@
 namespace sluice {
 
 struct breaker_relay_stats;
+struct remote_source_config;
 
 /// One entry of a route's model table: calls whose `model` matches
 /// `pattern` (an exact name, or a glob such as "gpt-4o*"; see
@@ -198,6 +199,14 @@ public:
                               const http_source_config& http,
                               const source_settings& settings = {});
 
+  /// Registers a source served by another process (runtime/remote_source
+  /// .hpp): a connector actor of the runtime's, stopped with it. The actor
+  /// system needs `enable_remote_sources`. Throws `config_error` naming the
+  /// key of nonsense settings.
+  void add_remote_source(const std::string& name,
+                         const remote_source_config& remote,
+                         const source_settings& settings = {});
+
   /// Registers a route. Throws `config_error` naming the key if its kind or
   /// a source is unknown, its weights do not match its sources, or a model
   /// pattern is malformed or listed twice.
@@ -347,6 +356,9 @@ private:
   mutable std::shared_mutex mx_;
   std::map<std::string, source_handle> sources_;
   std::map<std::string, http_source> http_sources_;
+  /// Actors of the runtime's that are not self-timed sources (remote
+  /// sources' connectors): stopped with it.
+  std::vector<caf::actor> owned_;
   struct route_entry {
     /// The default plan (null: none).
     std::shared_ptr<const route_plan> fallback;

@@ -149,6 +149,21 @@ std::string child_process::line() {
   return l;
 }
 
+std::optional<std::string>
+child_process::line_within(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> guard{mx_};
+  if (!cv_.wait_for(guard, limit, [&] {
+        return eof_ || buffer_.find('\n') != std::string::npos;
+      }))
+    return std::nullopt;
+  auto nl = buffer_.find('\n');
+  if (nl == std::string::npos && eof_ && buffer_.empty())
+    return std::nullopt;
+  std::string l = buffer_.substr(0, nl);
+  buffer_.erase(0, nl == std::string::npos ? std::string::npos : nl + 1);
+  return l;
+}
+
 std::string child_process::rest() {
   std::unique_lock<std::mutex> guard{mx_};
   cv_.wait(guard, [&] { return eof_; });

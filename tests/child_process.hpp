@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +43,9 @@ public:
 
   // The next line of output ("" at the end).
   std::string line();
+  // The next line if one comes within `limit` (nothing: none came, or the
+  // output ended).
+  std::optional<std::string> line_within(std::chrono::milliseconds limit);
 
   // Everything left on the output, until the child has closed it (exited).
   std::string rest();

@@ -4,6 +4,7 @@
 
 #include "sluice/actors/sim_answers.hpp"
 #include "sluice/runtime/config/sections.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 
 namespace sluice::config {
@@ -124,10 +125,12 @@ source_decl read_source(const std::string& name, const toml::table& t) {
   d.line = r.line();
   auto type = r.string("type");
   if (!type)
-    r.fail("type", "missing; must be \"simulated\" or \"http\"");
-  if (*type != "simulated" && *type != "http")
+    r.fail("type", "missing; must be \"simulated\", \"http\" or "
+                   "\"remote\"");
+  if (*type != "simulated" && *type != "http" && *type != "remote")
     r.fail("type", "unknown source type '" + *type +
-                       "' (supported: \"simulated\", \"http\")");
+                       "' (supported: \"simulated\", \"http\", "
+                       "\"remote\")");
   d.type = *type;
   if (auto b = r.table("breaker")) {
     table_reader br{*b, r.prefix() + ".breaker"};
@@ -162,6 +165,29 @@ source_decl read_source(const std::string& name, const toml::table& t) {
       d.settings.model_names[name] = *upstream;
     }
     mr.done();
+  }
+  if (d.type == "remote") {
+    auto address = r.string("address");
+    if (!address)
+      r.fail("address", "missing; the HOST:PORT a remote source is served "
+                        "on, e.g. \"127.0.0.1:7300\"");
+    try {
+      auto hp = parse_host_port(*address, {std::nullopt, 1});
+      d.remote.host = std::move(hp.host);
+      d.remote.port = hp.port;
+    } catch (const std::invalid_argument& e) {
+      r.fail("address", std::string{e.what()} +
+                            " (HOST:PORT or [V6]:PORT, e.g. "
+                            "\"127.0.0.1:7300\")");
+    }
+    read_fields(r, d.remote,
+                {span_field<&remote_source_config::connect_timeout>(
+                     "connect_timeout_s"),
+                 span_field<&remote_source_config::reconnect_max>(
+                     "reconnect_max_s")});
+    r.done();
+    r.checked([&] { validate(d.remote); });
+    return d;
   }
   if (d.type == "http") {
     auto url = r.string("base_url");

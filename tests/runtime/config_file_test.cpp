@@ -745,3 +745,44 @@ TEST_CASE("backend settings are checked by the library's rules") {
   CHECK(e->key() == "backend.lease_ttl_s");
   CHECK(e->problem() == "must be at least 100 ms");
 }
+
+TEST_CASE("remote sources are read with their address and timeouts, and bad "
+          "ones refused naming the key") {
+  auto cfg = parse_config(R"toml(
+[sources.tool]
+type = "remote"
+address = "127.0.0.1:7300"
+connect_timeout_s = 0.5
+reconnect_max_s = 2
+[routes."/v1/chat/completions"]
+sources = ["tool"]
+)toml");
+  REQUIRE(cfg.sources.size() == 1);
+  auto& s = cfg.sources[0];
+  CHECK(s.type == "remote");
+  CHECK(s.remote.host == "127.0.0.1");
+  CHECK(s.remote.port == 7300);
+  CHECK(s.remote.connect_timeout == 500ms);
+  CHECK(s.remote.reconnect_max == 2s);
+  auto refused = [](const std::string& body) -> std::string {
+    try {
+      parse_config("[sources.tool]\ntype = \"remote\"\n" + body +
+                   "[routes.\"/v1/chat/completions\"]\nsources = [\"tool\"]\n");
+    } catch (const config_error& e) {
+      return e.key() + ": " + e.problem();
+    }
+    return {};
+  };
+  using Catch::Contains;
+  using Catch::StartsWith;
+  CHECK_THAT(refused(""), StartsWith("sources.tool.address") &&
+                              Contains("missing"));
+  CHECK_THAT(refused("address = \"127.0.0.1\"\n"),
+             StartsWith("sources.tool.address") && Contains("needs a port"));
+  CHECK_THAT(refused("address = \"127.0.0.1:0\"\n"),
+             StartsWith("sources.tool.address"));
+  CHECK_THAT(refused("address = \"127.0.0.1:7300\"\nbase_url = \"x\"\n"),
+             StartsWith("sources.tool.base_url"));
+  CHECK_THAT(refused("address = \"127.0.0.1:7300\"\nconnect_timeout_s = 0\n"),
+             StartsWith("sources.tool.connect_timeout"));
+}

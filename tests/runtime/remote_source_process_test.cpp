@@ -1,0 +1,159 @@
+// A source in another process (examples/remote_source, the program a team
+// copies) used by a sluice-node as `type = "remote"`, real processes both:
+// calls go through it; killed mid-attempt, the attempt fails transient at
+// once and the call fails over, the breaker counting it; the node connects
+// again when it comes back; a call's cancellation (its attempt timed out)
+// reaches the remote side, which frees the attempt.
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "child_process.hpp"
+#include "loopback_http.hpp"
+#include "node_process.hpp"
+
+using namespace std::chrono_literals;
+using sluice::testing::child_process;
+using sluice::testing::node_process;
+using sluice::testing::write_config;
+using namespace sluice::testing::loopback;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// The example program, serving its stub on `port` (0: any free one).
+class remote_process {
+public:
+  remote_process(uint16_t port, int latency_ms)
+      : child_{{SLUICE_REMOTE_SOURCE_BINARY, "--port", std::to_string(port),
+                "--latency-ms", std::to_string(latency_ms)}} {
+    constexpr std::string_view prefix = "remote source serving on 127.0.0.1:";
+    auto l = child_.line_within(10s);
+    if (!l || l->compare(0, prefix.size(), prefix) != 0)
+      throw std::runtime_error("remote_source did not say where it serves: " +
+                               l.value_or("(nothing)"));
+    port_ = static_cast<uint16_t>(std::stoi(l->substr(prefix.size())));
+  }
+
+  uint16_t port() const { return port_; }
+
+  // Its next line of output, if one comes within `limit`.
+  std::optional<std::string> line_within(std::chrono::milliseconds limit) {
+    return child_.line_within(limit);
+  }
+
+  void kill() {
+    child_.signal(SIGKILL);
+    child_.wait_status();
+  }
+
+private:
+  child_process child_;
+  uint16_t port_ = 0;
+};
+
+std::string remote_config(uint16_t port, const std::string& extra = "") {
+  return "[kinds.chat]\nmax_attempts = 2\nbackoff_base_s = 0.01\n" + extra +
+         "[sources.tool]\ntype = \"remote\"\naddress = \"127.0.0.1:" +
+         std::to_string(port) +
+         "\"\n[sources.backup]\ntype = \"simulated\"\n"
+         "  [[sources.backup.phases]]\n  latency_min_ms = 1\n"
+         "  latency_max_ms = 2\n"
+         "[routes.\"/v1/chat/completions\"]\nsources = [\"tool\", "
+         "\"backup\"]\n";
+}
+
+reply chat(const node_process& n) {
+  return exchange(n.port(), http::verb::post, "/v1/chat/completions",
+                  R"({"messages":[]})");
+}
+
+bool from_tool(const reply& r) {
+  return r.status == 200 && r.body.find(R"("tool":"stub")") != std::string::npos;
+}
+
+uint64_t tool_attempts(const node_process& n, const char* outcome) {
+  auto doc = n.status();
+  if (doc.is_null())
+    return 0;
+  for (auto& s : doc["sources"])
+    if (s.value("name", "") == "tool")
+      return s["attempts_by_outcome"].value(outcome, uint64_t{0});
+  return 0;
+}
+
+} // namespace
+
+TEST_CASE("node: calls go through a source in another process, which "
+          "killed mid-attempt fails over at once and is used again when it "
+          "comes back",
+          "[node][remote]") {
+  auto remote = std::make_unique<remote_process>(0, 20);
+  auto port = remote->port();
+  auto path = write_config("remote", remote_config(port));
+  node_process node{path};
+  // Connected within moments of the start.
+  REQUIRE(eventually([&] { return from_tool(chat(node)); }, 5s));
+  // A slow remote, killed while the node's attempt is in it.
+  remote->kill();
+  remote = std::make_unique<remote_process>(port, 3000);
+  // Served meanwhile (by the backup while the node reconnects), then by
+  // the slow remote.
+  REQUIRE(eventually([&] { return from_tool(chat(node)); }, 10s));
+  auto transient = tool_attempts(node, "transient");
+  auto t0 = clock_type::now();
+  std::optional<reply> slow;
+  std::thread caller{[&] { slow = chat(node); }};
+  std::this_thread::sleep_for(500ms); // the attempt is at the remote
+  remote->kill();
+  caller.join();
+  auto took = clock_type::now() - t0;
+  REQUIRE(slow);
+  INFO("the call took "
+       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+       << " ms, body " << slow->body);
+  CHECK(slow->status == 200);      // failed over to the backup
+  CHECK_FALSE(from_tool(*slow));
+  CHECK(took < 2500ms); // not the remote's 3 s, nor the attempt's timeout
+  CHECK(tool_attempts(node, "transient") > transient); // the breaker's input
+  // Back on the same port: the node connects again by itself.
+  remote = std::make_unique<remote_process>(port, 20);
+  CHECK(eventually([&] { return from_tool(chat(node)); }, 10s));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("node: a call's cancellation reaches the source in the other "
+          "process, which frees the attempt",
+          "[node][remote]") {
+  remote_process remote{0, 5000};
+  // One attempt of at most 1 s: the governor ends it (its runner goes).
+  auto path = write_config(
+      "remotecancel",
+      "[kinds.chat]\nmax_attempts = 1\ntimeout_s = 1\nstall_window_s = 2\n"
+      "[sources.tool]\ntype = \"remote\"\naddress = \"127.0.0.1:" +
+          std::to_string(remote.port()) +
+          "\"\n[routes.\"/v1/chat/completions\"]\nsources = [\"tool\"]\n");
+  node_process node{path};
+  // Wait for the connection (an attempt before it fails at once).
+  REQUIRE(eventually([&] {
+    auto t0 = clock_type::now();
+    chat(node);
+    return clock_type::now() - t0 >= 900ms; // the attempt reached the remote
+  }, 10s));
+  std::optional<std::string> freed;
+  while (auto l = remote.line_within(3s))
+    if (l->find("freed: its requester went") != std::string::npos) {
+      freed = l;
+      break;
+    }
+  REQUIRE(freed);
+  CHECK(freed->find("attempt 1 ") != std::string::npos);
+  std::remove(path.c_str());
+}
