@@ -35,8 +35,8 @@ struct breaker_actor_state {
   /// Shared with other nodes: the cluster's probe lease is claimed through
   /// this relay before each half-open (none: decide alone).
   caf::actor probe_gate;
-  /// A claim is out (one at a time).
-  bool claiming = false;
+  /// The generation a claim is out for (one at a time).
+  std::optional<uint64_t> claim_for;
   /// Until when this node's claim lets it probe (half-open, shared).
   time_point cluster_lease_until{};
 
@@ -112,13 +112,14 @@ void announce_if(breaker_actor* self,
 
 void on_claim(breaker_actor* self, uint64_t generation, duration left);
 
-// Asks the relay for the cluster's probe lease (one claim at a time).
+// Asks the relay for the cluster's probe lease: one claim per generation
+// at a time (a claim of an older generation no longer counts).
 void claim(breaker_actor* self) {
   auto& st = self->state;
-  if (st.claiming)
-    return;
-  st.claiming = true;
   auto generation = st.machine->generation();
+  if (st.claim_for == generation)
+    return;
+  st.claim_for = generation;
   self->request(st.probe_gate, probe_claim_timeout, probe_claim_atom_v,
                 st.source, st.machine->config().open_duration)
       .then([self,
@@ -143,19 +144,40 @@ void open_elapsed(breaker_actor* self, time_point now) {
     claim(self);
 }
 
+// Open and not isolated, with no timer to end it: the period was extended
+// while a claim was out (a peer's opening, a Retry-After), after the timer
+// had fired. Without a new one nothing would ever half-open it: the
+// governors skip an open breaker without asking it.
+void rearm(breaker_actor* self, time_point now) {
+  auto& m = *self->state.machine;
+  if (m.state() != breaker_state::open || m.isolated())
+    return;
+  if (deadline_passed(m.open_until(), now))
+    open_elapsed(self, now);
+  else
+    self->delayed_send(self, m.open_until() - now, half_open_atom_v,
+                       m.generation());
+}
+
 void on_claim(breaker_actor* self, uint64_t generation, duration left) {
   auto& st = self->state;
   auto& m = *st.machine;
-  st.claiming = false;
+  if (st.claim_for == generation)
+    st.claim_for.reset();
+  // Moved on meanwhile (a peer's verdict, an operator, its own window):
+  // that transition armed what it needs.
   if (generation != m.generation() || m.state() == breaker_state::closed ||
       m.isolated())
-    return; // moved on meanwhile (a peer's verdict, an operator)
+    return;
   auto now = self->clock().now();
   if (left <= duration::zero()) {
     // Ours for one open period -- or Redis did not answer, and this node
     // decides alone for as long.
     st.cluster_lease_until = now + m.config().open_duration;
-    announce_if(self, m.on_open_elapsed(now));
+    if (auto t = m.on_open_elapsed(now))
+      announce(self, *t);
+    else
+      rearm(self, now); // extended while the claim was out
     return;
   }
   // Another node probes: stay open until its lease ends (its verdict,
@@ -163,8 +185,7 @@ void on_claim(breaker_actor* self, uint64_t generation, duration left) {
   // node decided nothing.
   if (m.state() == breaker_state::open) {
     m.hold_open_until(now + left, now);
-    self->delayed_send(self, m.open_until() - now, half_open_atom_v,
-                       m.generation());
+    rearm(self, now);
   } else if (auto t = m.hold_open_until(now + left, now)) {
     announce(self, *t, true);
   }

@@ -27,7 +27,9 @@
 #include <CLI/CLI.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/errors.hpp"
@@ -147,7 +149,8 @@ int main(int argc, char** argv) {
   sluice::enable_remote_sources(caf_cfg);
   caf::actor_system sys{caf_cfg};
   try {
-    auto stub = caf::actor_cast<sluice::source_actor>(sys.spawn(tool_stub, cfg));
+    auto stub =
+        caf::actor_cast<sluice::source_actor>(sys.spawn(tool_stub, cfg));
     sluice::remote_source_server server{sys, stub, port, host};
     std::printf("remote source serving on %s:%u\n", host.c_str(),
                 static_cast<unsigned>(server.port()));

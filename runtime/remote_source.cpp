@@ -80,8 +80,8 @@ struct host_state {
 
 using host_actor = caf::stateful_actor<host_state>;
 
-caf::behavior host(host_actor* self, source_actor source,
-                   std::shared_ptr<std::atomic<size_t>> in_flight) {
+caf::behavior serve_host(host_actor* self, source_actor source,
+                         std::shared_ptr<std::atomic<size_t>> in_flight) {
   self->state.source = std::move(source);
   self->state.in_flight = std::move(in_flight);
   // Messages from anyone who reaches the port: nothing unexpected may end
@@ -132,10 +132,10 @@ caf::behavior host(host_actor* self, source_actor source,
       },
       [self](cancel_atom, uint64_t tag) {
         auto& st = self->state;
-        auto n = st.nodes.find(self->current_sender()
-                                   ? caf::actor_cast<caf::actor_addr>(
-                                         self->current_sender())
-                                   : caf::actor_addr{});
+        auto n = st.nodes.find(
+            self->current_sender()
+                ? caf::actor_cast<caf::actor_addr>(self->current_sender())
+                : caf::actor_addr{});
         if (n == st.nodes.end())
           return;
         auto i = n->second.find(tag);
@@ -154,7 +154,7 @@ remote_source_server::remote_source_server(caf::actor_system& sys,
   if (!source)
     throw std::invalid_argument("remote_source_server: no source");
   auto count = std::make_shared<std::atomic<size_t>>(0);
-  host_ = sys.spawn(host, std::move(source), count);
+  host_ = sys.spawn(serve_host, std::move(source), count);
   auto bound = sys.middleman().publish(host_, port, host_name.c_str(), true);
   if (!bound) {
     caf::anon_send_exit(host_, caf::exit_reason::user_shutdown);
@@ -234,8 +234,8 @@ void connect(connector_actor* self) {
     return;
   st.connecting = true;
   auto mm = self->system().middleman().actor_handle();
-  self->request(mm, st.cfg.connect_timeout, caf::connect_atom_v,
-                st.cfg.host, st.cfg.port)
+  self->request(mm, st.cfg.connect_timeout, caf::connect_atom_v, st.cfg.host,
+                st.cfg.port)
       .then(
           [self](const caf::node_id&, caf::strong_actor_ptr& ptr,
                  const std::set<std::string>&) {
@@ -258,12 +258,13 @@ void connect(connector_actor* self) {
             st.connecting = false;
             // Logged once per outage, not per retry.
             if (st.backoff == duration::zero())
-              logger().warn("remote source {}: cannot connect ({}); retrying "
-                            "with backoff up to {} ms",
-                            st.where(), self->system().render(err),
-                            std::chrono::duration_cast<
-                                std::chrono::milliseconds>(st.cfg.reconnect_max)
-                                .count());
+              logger().warn(
+                  "remote source {}: cannot connect ({}); retrying "
+                  "with backoff up to {} ms",
+                  st.where(), self->system().render(err),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(
+                      st.cfg.reconnect_max)
+                      .count());
             retry_later(self);
           });
 }
@@ -285,7 +286,10 @@ source_reply checked(source_reply r) {
 caf::behavior connector(connector_actor* self, remote_source_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
+  // A host of another version may answer with errors: never the end of
+  // the connector.
   self->set_default_handler(caf::drop);
+  self->set_error_handler([](caf::error&) {});
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (st.remote && dm.source == st.remote.address()) {
@@ -318,8 +322,7 @@ caf::behavior connector(connector_actor* self, remote_source_config cfg) {
   });
   connect(self);
   return {
-      [self](attempt_atom,
-             call_request& req) -> caf::result<source_reply> {
+      [self](attempt_atom, call_request& req) -> caf::result<source_reply> {
         auto& st = self->state;
         if (!st.remote)
           return transient_reply("remote source not connected");

@@ -78,7 +78,10 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
     out.open_for = std::chrono::milliseconds{*v};
   }
   if (auto g = field("gen")) {
-    if (!g->is_number_unsigned())
+    // Generations are the server's clock in µs plus a count: far below
+    // 2^53. A larger one is forged, and would make this node drop every
+    // later transition of the source as stale.
+    if (!g->is_number_unsigned() || g->get<uint64_t>() > max_peer_gen)
       return std::nullopt;
     out.gen = g->get<uint64_t>();
   }
@@ -145,9 +148,16 @@ if not cur or cur == ARGV[1] then
   return 0
 end
 local left = redis.call('PTTL', KEYS[1])
+if left < 0 then
+  -- no TTL (written by hand, PERSIST): a lease that never ends is broken
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 0
+end
 if left < 1 then left = 1 end
 return left
 )";
+
+using retry_publish_atom = caf::atom_constant<caf::atom("rpublish")>;
 
 struct relay_state {
   std::optional<redis_client> redis;
@@ -162,6 +172,9 @@ struct relay_state {
   std::shared_ptr<redis_subscriber> listen;
   /// This node's last transition per source that Redis could not be told.
   std::map<std::string, breaker_event> unpublished;
+  /// A retry of `unpublished` is due.
+  bool retrying = false;
+  duration retry_after{};
 
   std::string probe_key(const std::string& source) const {
     return redis->key("breakers:probe:" + source);
@@ -217,6 +230,8 @@ bool apply(relay_actor* self, const peer_message& m,
         std::min(m.until_ms - *server_now, max_peer_open_ms)};
   }
   ++st.stats->applied;
+  // A peer decided after this node's untold transition: the peer's stands.
+  st.unpublished.erase(m.source);
   self->send(i->second, peer_state_atom_v, m.to, open_for);
   return true;
 }
@@ -225,7 +240,8 @@ bool apply(relay_actor* self, const peer_message& m,
 // than what this node saw; returns the sources it moved. A full read also
 // forgets generations Redis no longer has (it restarted empty): counting
 // starts again from its own.
-std::set<std::string> catch_up(relay_actor* self, const std::string* source) {
+std::optional<std::set<std::string>> catch_up(relay_actor* self,
+                                              const std::string* source) {
   std::set<std::string> applied;
   auto& st = self->state;
   std::vector<std::string> args;
@@ -235,7 +251,7 @@ std::set<std::string> catch_up(relay_actor* self, const std::string* source) {
   if (!r.ok() || r.reply->elements.size() != 2 ||
       r.reply->elements[0].type != redis_reply::kind::integer) {
     ++st.stats->errors;
-    return applied;
+    return std::nullopt;
   }
   auto now = r.reply->elements[0].integer;
   auto& entries = r.reply->elements[1].elements;
@@ -297,17 +313,27 @@ bool publish(relay_actor* self, const breaker_event& ev) {
   return true;
 }
 
-// The listener (re)subscribed: catch up, then tell what this node decided
-// while Redis could not be told -- unless a peer decided later.
-void resync(relay_actor* self) {
+// Publishes what this node decided while Redis could not be told; while
+// some of it still cannot be, tries again after `reconnect_after`.
+void publish_untold(relay_actor* self) {
   auto& st = self->state;
-  auto newer = catch_up(self, nullptr);
-  for (auto i = st.unpublished.begin(); i != st.unpublished.end();) {
-    if (newer.count(i->first) != 0 || publish(self, i->second))
+  for (auto i = st.unpublished.begin(); i != st.unpublished.end();)
+    if (publish(self, i->second))
       i = st.unpublished.erase(i);
     else
       ++i;
+  if (!st.unpublished.empty() && !st.retrying) {
+    st.retrying = true;
+    self->delayed_send(self, st.retry_after, retry_publish_atom::value);
   }
+}
+
+// The listener (re)subscribed: catch up -- a peer's newer transition drops
+// this node's untold one (`apply`) -- then tell the rest. Not if the
+// shared state could not be read: what is newer is unknown.
+void resync(relay_actor* self) {
+  if (catch_up(self, nullptr))
+    publish_untold(self);
 }
 
 caf::behavior relay(relay_actor* self, redis_config cfg,
@@ -318,6 +344,7 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
   st.gen_key = cfg.key_prefix + "breakers:gen";
   st.node = random_node_id();
   st.stats = std::move(stats);
+  st.retry_after = cfg.reconnect_after;
   st.redis.emplace(for_role(cfg, "breakers"));
   redis_subscriber::handlers h;
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
@@ -355,10 +382,12 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
                              ev.to != breaker_state::closed))
           return;
         auto& st = self->state;
-        if (publish(self, ev))
+        if (publish(self, ev)) {
           st.unpublished.erase(ev.source);
-        else // told when the listener is back (see `relay_sync_atom`)
+        } else { // told when Redis is back
           st.unpublished[ev.source] = ev;
+          publish_untold(self);
+        }
       },
       // A message on the channel.
       [self](peer_heard_atom, const std::string& payload) {
@@ -369,6 +398,10 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
           ++st.stats->ignored;
       },
       [self](relay_sync_atom) { resync(self); },
+      [self](retry_publish_atom) {
+        self->state.retrying = false;
+        publish_untold(self);
+      },
       [self](probe_claim_atom, const std::string& source,
              duration ttl) -> duration {
         auto& st = self->state;
@@ -386,7 +419,10 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
           return duration::zero();
         }
         ++st.stats->probes_deferred;
-        return std::chrono::milliseconds{r.reply->integer};
+        // The breaker caps a wait by its open_duration_max; a year here
+        // keeps the conversion to nanoseconds from overflowing.
+        return std::chrono::milliseconds{
+            std::min<int64_t>(r.reply->integer, max_peer_open_ms)};
       },
   };
 }

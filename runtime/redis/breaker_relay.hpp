@@ -46,6 +46,10 @@ constexpr size_t max_peer_message = 4096;
 /// The longest open period a peer's message may ask for: a year, in ms.
 constexpr int64_t max_peer_open_ms = int64_t{365} * 24 * 3600 * 1000;
 
+/// The largest generation a message may carry (2^53: generations are the
+/// server's clock in µs plus a count, far below).
+constexpr uint64_t max_peer_gen = uint64_t{1} << 53;
+
 /// A node's transition, as the relay reads it off the channel or from the
 /// shared state (`<prefix>breakers:state`, one entry per source: the last
 /// transition published).

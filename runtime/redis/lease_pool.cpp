@@ -189,8 +189,8 @@ public:
       if (who != node) // our own release: the tier knows
         wake->call();
     };
-    // Subscribed again after a drop: a notice may have been missed.
-    h.subscribed = [wake = wake_] { wake->call(); };
+    // A notice missed while unsubscribed is covered by the tier's own
+    // timers (the earliest lapse, the safety poll).
     freed_ = redis_subscriber::start(sys, for_role(cfg, "leases-sub"),
                                      pool_.freed_channel(), max_notice,
                                      std::move(h));

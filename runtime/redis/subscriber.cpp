@@ -33,6 +33,9 @@ redis_subscriber::start(caf::actor_system* sys, redis_config cfg,
                         std::string channel, size_t max_bytes, handlers h) {
   auto self = std::make_shared<redis_subscriber>(
       sys, std::move(cfg), std::move(channel), max_bytes, std::move(h));
+  // Under the lock the thread's first step takes: a handler that stops the
+  // subscriber on its own thread finds `thread_` assigned.
+  std::lock_guard<std::mutex> guard{self->mx_};
   self->thread_ = std::thread{[self] { self->run(); }};
   return self;
 }

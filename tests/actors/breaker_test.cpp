@@ -605,3 +605,58 @@ TEST_CASE_METHOD(gated,
   CHECK(state() == S::half_open);
   CHECK(ask().verdict().what == decision::probe);
 }
+
+TEST_CASE_METHOD(gated,
+                 "an open period extended while a claim is out still ends: "
+                 "the breaker half-opens at its new end") {
+  open_it();
+  script->answer.reset(); // a slow relay: no answer
+  advance(30s);
+  REQUIRE(script->claims.size() == 1);
+  // A peer's opening extends the period past the timer that fired.
+  caf::anon_send(breaker.actor, peer_state_atom_v, S::open, duration{60s});
+  run();
+  script->answer = duration::zero();
+  advance(probe_claim_timeout); // unanswered: decide alone -- but later
+  CHECK(state() == S::open);
+  advance(60s);
+  CHECK(script->claims.size() == 2);
+  CHECK(state() == S::half_open);
+}
+
+TEST_CASE_METHOD(gated,
+                 "a claim still out from an older generation does not keep a "
+                 "reopened breaker from claiming") {
+  auto quick = cfg;
+  quick.open_duration = 1s;
+  auto b = spawn_breaker(sys, "upstream-q", quick);
+  caf::anon_send(b.actor, probe_gate_atom_v, gate);
+  run();
+  auto fail_on = [&](const breaker_handle& h, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto c = std::make_shared<caller_report>();
+      auto a = sys.spawn(caller_actor, h.actor, c);
+      caf::anon_send(a, ask_atom::value);
+      run();
+      caf::anon_send(a, finish_atom::value, outcome_kind::transient,
+                     time_point{});
+      run();
+    }
+  };
+  fail_on(b, 5);
+  REQUIRE(b.mirror->load().state == S::open);
+  script->answer.reset(); // a claim that hangs
+  advance(1s);
+  REQUIRE(script->claims.size() == 1);
+  // A peer closes it, and its own failures open it again.
+  caf::anon_send(b.actor, peer_state_atom_v, S::closed, duration{});
+  run();
+  fail_on(b, 5);
+  REQUIRE(b.mirror->load().state == S::open);
+  script->answer = duration::zero();
+  advance(1s); // the new period ends while the old claim is still out
+  CHECK(script->claims.size() == 2);
+  CHECK(b.mirror->load().state == S::half_open);
+  caf::anon_send_exit(b.actor, caf::exit_reason::user_shutdown);
+  run();
+}

@@ -647,10 +647,17 @@ TEST_CASE_METHOD(actor_fixture,
   REQUIRE(eventually([&] { return b.source("x").breaker.is_open(); }));
   caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
   REQUIRE(eventually([&] { return !b.source("x").breaker.is_open(); }));
-  // Redis restarts with nothing: A's next publish is generation 1 again.
+  // Redis restarts with nothing, and the source's generations start over
+  // low (as if its clock had gone back): B must still apply A's next one.
   server.stop();
   server.start();
   REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
+  {
+    redis_client c{server.config()};
+    REQUIRE(c.command({"HSET", server.config().key_prefix + "breakers:gen",
+                       "x", "5"})
+                .ok());
+  }
   // Calls fail closed until the scope backend sees Redis again.
   REQUIRE(eventually([&] {
     a.call(call_request{"/x", "{}"}).get();
@@ -718,4 +725,39 @@ TEST_CASE_METHOD(actor_fixture,
   }
   CHECK(half_open == 1);
   CHECK(open == 2);
+}
+
+TEST_CASE_METHOD(actor_fixture,
+                 "a probe lease without a TTL (written by hand) is taken over, "
+                 "not waited on for ever",
+                 "[redis]") {
+  test_redis server;
+  runtime_config rc;
+  rc.redis = server.config();
+  rc.kinds["chat"].max_attempts = 1;
+  rc.kinds["chat"].stall_window = 1s;
+  rc.kinds["chat"].poll_interval = 200ms;
+  source_settings s;
+  s.breaker.window_size = 4;
+  s.breaker.min_samples = 4;
+  s.breaker.open_duration = 300ms;
+  sim_config failing;
+  failing.phases[0].transient_rate = 1.0;
+  runtime node{sys, rc};
+  node.add_simulated_source("x", failing, s);
+  node.add_route({"/x", "chat", {"x"}, {}, {}});
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 1; }));
+  redis_client c{server.config()};
+  REQUIRE(c.command({"SET", server.config().key_prefix + "breakers:probe:x",
+                     "someone"})
+              .ok());
+  for (int k = 0; k < 4; ++k)
+    node.call(call_request{"/x", "{}"}).get();
+  REQUIRE(node.source("x").breaker.is_open());
+  CHECK(eventually([&] {
+    return node.source("x").breaker.mirror->load().state ==
+           breaker_state::half_open;
+  }, 2000ms));
+  CHECK(node.relay_stats()->probes_claimed == 1);
+  CHECK(node.relay_stats()->probes_deferred == 0);
 }

@@ -109,3 +109,10 @@ TEST_CASE("the shared state is read with no node of its own: this node's "
   CHECK(mine->node == "me");
   CHECK(mine->gen == 3);
 }
+
+TEST_CASE("a forged generation past 2^53 is refused: it would make a node "
+          "drop every later transition of the source") {
+  CHECK(parse(R"({"node":"x","source":"a","state":"open","gen":9007199254740992})"));
+  CHECK_FALSE(parse(R"({"node":"x","source":"a","state":"open","gen":9007199254740993})"));
+  CHECK_FALSE(parse(R"({"node":"x","source":"a","state":"open","gen":18446744073709551615})"));
+}
