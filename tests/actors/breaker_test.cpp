@@ -457,7 +457,7 @@ TEST_CASE_METHOD(fixture,
   };
   REQUIRE(status().leases_held == 1);
   REQUIRE(status().subscribers == 2); // the fixture's listener and `both`
-  advance(30s); // the lease lapses
+  advance(30s);                       // the lease lapses
   CHECK(status().leases_held == 0);
   caf::anon_send_exit(both, caf::exit_reason::kill);
   run();
@@ -496,6 +496,29 @@ struct gated : fixture {
   gated() {
     caf::anon_send(breaker.actor, probe_gate_atom_v, gate);
     run();
+  }
+
+  // Another breaker of the same settings but `open_duration`, gated too.
+  breaker_handle another(const std::string& name, duration open_duration) {
+    auto c = cfg;
+    c.open_duration = open_duration;
+    auto b = spawn_breaker(sys, name, c);
+    caf::anon_send(b.actor, probe_gate_atom_v, gate);
+    run();
+    return b;
+  }
+
+  // `n` calls to `h` that fail.
+  void fail_on(const breaker_handle& h, int n) {
+    for (int i = 0; i < n; ++i) {
+      auto c = std::make_shared<caller_report>();
+      auto a = sys.spawn(caller_actor, h.actor, c);
+      caf::anon_send(a, ask_atom::value);
+      run();
+      caf::anon_send(a, finish_atom::value, outcome_kind::transient,
+                     time_point{});
+      run();
+    }
   }
 };
 
@@ -556,19 +579,9 @@ TEST_CASE_METHOD(gated,
   advance(30s);
   CHECK(state() == S::half_open);
   // A relay that never answers: the request times out.
-  auto b = spawn_breaker(sys, "upstream-b", cfg);
-  caf::anon_send(b.actor, probe_gate_atom_v, gate);
-  run();
+  auto b = another("upstream-b", cfg.open_duration);
   script->answer.reset();
-  for (int i = 0; i < 5; ++i) {
-    auto c = std::make_shared<caller_report>();
-    auto a = sys.spawn(caller_actor, b.actor, c);
-    caf::anon_send(a, ask_atom::value);
-    run();
-    caf::anon_send(a, finish_atom::value, outcome_kind::transient,
-                   time_point{});
-    run();
-  }
+  fail_on(b, 5);
   REQUIRE(b.mirror->load().state == S::open);
   advance(30s);
   CHECK(b.mirror->load().state == S::open); // the claim is out
@@ -627,22 +640,7 @@ TEST_CASE_METHOD(gated,
 TEST_CASE_METHOD(gated,
                  "a claim still out from an older generation does not keep a "
                  "reopened breaker from claiming") {
-  auto quick = cfg;
-  quick.open_duration = 1s;
-  auto b = spawn_breaker(sys, "upstream-q", quick);
-  caf::anon_send(b.actor, probe_gate_atom_v, gate);
-  run();
-  auto fail_on = [&](const breaker_handle& h, int n) {
-    for (int i = 0; i < n; ++i) {
-      auto c = std::make_shared<caller_report>();
-      auto a = sys.spawn(caller_actor, h.actor, c);
-      caf::anon_send(a, ask_atom::value);
-      run();
-      caf::anon_send(a, finish_atom::value, outcome_kind::transient,
-                     time_point{});
-      run();
-    }
-  };
+  auto b = another("upstream-q", 1s);
   fail_on(b, 5);
   REQUIRE(b.mirror->load().state == S::open);
   script->answer.reset(); // a claim that hangs
