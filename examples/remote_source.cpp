@@ -4,7 +4,7 @@
 // The source is an actor that answers `(attempt_atom, call_request) ->
 // source_reply` (messages/source.hpp). This one stubs a tool server: each
 // attempt takes `--latency-ms`, and fails `transient` with probability
-// `--fail-rate`. It keeps each attempt until its time is up and monitors
+// `--fail-rate`; a streamed call gets its answer as server-sent events. It keeps each attempt until its time is up and monitors
 // the attempt's requester: when the node cancels the call (the client went,
 // the attempt timed out), the requester terminates and the attempt is
 // freed at once -- printed as "attempt N freed: its requester went".
@@ -51,6 +51,10 @@ struct tool_stub_state {
     caf::typed_response_promise<sluice::source_reply> promise;
     caf::actor_addr requester;
     size_t bytes = 0;
+    /// A streamed call: where the chunks go (the node's governor, across
+    /// the wire) and the attempt's tag there.
+    caf::actor stream_to;
+    uint64_t stream_tag = 0;
   };
   std::unordered_map<uint64_t, attempt> attempts;
   uint64_t next = 1;
@@ -86,7 +90,8 @@ caf::behavior tool_stub(caf::stateful_actor<tool_stub_state>* self,
           self->monitor(requester);
         auto rp = self->make_response_promise<sluice::source_reply>();
         st.attempts.emplace(
-            id, tool_stub_state::attempt{rp, requester, req.payload.size()});
+            id, tool_stub_state::attempt{rp, requester, req.payload.size(),
+                                         req.stream_to, req.stream_tag});
         self->delayed_send(self, std::chrono::milliseconds{cfg.latency_ms},
                            finish_atom::value, id);
         return rp;
@@ -108,6 +113,16 @@ caf::behavior tool_stub(caf::stateful_actor<tool_stub_state>* self,
           reply.body = R"({"tool":"stub","attempt":)" + std::to_string(id) +
                        R"(,"payload_bytes":)" +
                        std::to_string(i->second.bytes) + "}";
+          if (auto& to = i->second.stream_to) {
+            // Streamed: the answer goes as server-sent events straight to
+            // the node's governor, then an empty reply ends the attempt.
+            auto tag = i->second.stream_tag;
+            self->send(to, sluice::stream_chunk_atom_v, tag,
+                       "data: " + reply.body + "\n\n");
+            self->send(to, sluice::stream_chunk_atom_v, tag,
+                       std::string{"data: [DONE]\n\n"});
+            reply.body.clear();
+          }
         }
         if (i->second.requester)
           self->demonitor(i->second.requester);

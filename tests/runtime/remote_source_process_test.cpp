@@ -1,6 +1,6 @@
 // A source in another process (examples/remote_source, the program a team
 // copies) used by a sluice-node as `type = "remote"`, real processes both:
-// calls go through it; killed mid-attempt, the attempt fails transient at
+// calls go through it, streamed ones too; killed mid-attempt, the attempt fails transient at
 // once and the call fails over, the breaker counting it; the node connects
 // again when it comes back; a call's cancellation (its attempt timed out)
 // reaches the remote side, which frees the attempt.
@@ -106,6 +106,15 @@ TEST_CASE("node: calls go through a source in another process, which "
   node_process node{path};
   // Connected within moments of the start.
   REQUIRE(eventually([&] { return from_tool(chat(node)); }, 5s));
+  // A streamed call: the chunks cross from the remote source straight to
+  // the node's governor, and out to the client as they came.
+  auto streamed = exchange(node.port(), http::verb::post,
+                           "/v1/chat/completions",
+                           R"({"stream":true,"messages":[]})");
+  CHECK(streamed.status == 200);
+  CHECK(streamed.content_type.find("text/event-stream") != std::string::npos);
+  CHECK(streamed.body.find(R"(data: {"tool":"stub")") != std::string::npos);
+  CHECK(streamed.body.find("data: [DONE]") != std::string::npos);
   // A slow remote, killed while the node's attempt is in it.
   remote->kill();
   remote = std::make_unique<remote_process>(port, 3000);
