@@ -4,10 +4,11 @@
 // The source is an actor that answers `(attempt_atom, call_request) ->
 // source_reply` (messages/source.hpp). This one stubs a tool server: each
 // attempt takes `--latency-ms`, and fails `transient` with probability
-// `--fail-rate`; a streamed call gets its answer as server-sent events. It keeps each attempt until its time is up and monitors
-// the attempt's requester: when the node cancels the call (the client went,
-// the attempt timed out), the requester terminates and the attempt is
-// freed at once -- printed as "attempt N freed: its requester went".
+// `--fail-rate`; a streamed call gets its answer as server-sent events. It
+// keeps each attempt until its time is up and monitors the attempt's requester:
+// when the node cancels the call (the client went, the attempt timed out), the
+// requester terminates and the attempt is freed at once -- printed as "attempt
+// N freed: its requester went".
 //
 //   build/examples/remote_source --port 7300 --latency-ms 200
 //   # in the node's config:
@@ -51,8 +52,8 @@ struct tool_stub_state {
     caf::typed_response_promise<sluice::source_reply> promise;
     caf::actor_addr requester;
     size_t bytes = 0;
-    /// A streamed call: where the chunks go (the node's governor, across
-    /// the wire) and the attempt's tag there.
+    /// A streamed call: where the chunks go (the node, across the wire)
+    /// and the attempt's tag there.
     caf::actor stream_to;
     uint64_t stream_tag = 0;
   };
@@ -114,8 +115,9 @@ caf::behavior tool_stub(caf::stateful_actor<tool_stub_state>* self,
                        R"(,"payload_bytes":)" +
                        std::to_string(i->second.bytes) + "}";
           if (auto& to = i->second.stream_to) {
-            // Streamed: the answer goes as server-sent events straight to
-            // the node's governor, then an empty reply ends the attempt.
+            // Streamed: the answer goes as server-sent events to
+            // `stream_to` (the node's connector), then an empty reply ends
+            // the attempt.
             auto tag = i->second.stream_tag;
             self->send(to, sluice::stream_chunk_atom_v, tag,
                        "data: " + reply.body + "\n\n");

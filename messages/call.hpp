@@ -51,8 +51,9 @@ struct call_request {
 };
 
 /// The wire form of a call request (a source in another process, see
-/// runtime/remote_source.hpp): every field crosses. `stream_to` arrives as
-/// a handle on the governor, so a remote source's chunks go straight to it.
+/// runtime/remote_source.hpp): every field crosses. (The node's connector
+/// puts itself in `stream_to`, with a random tag: a governor's handle never
+/// crosses.)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, call_request& x) {
   return f(caf::meta::type_name("sluice.call_request"), x.route, x.payload,

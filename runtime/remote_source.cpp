@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -24,6 +25,11 @@ namespace sluice {
 void enable_remote_sources(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   cfg.add_message_types<caf::id_block::sluice>();
+  // A link lost without a word (a partition, a host powered off) sends no
+  // reset: CAF's heartbeats notice it, and the connection goes after
+  // `remote_link_timeout` without traffic (CAF's default is never).
+  cfg.set("middleman.heartbeat-interval", caf::timespan{remote_heartbeat});
+  cfg.set("middleman.connection-timeout", caf::timespan{remote_link_timeout});
 }
 
 namespace {
@@ -114,6 +120,9 @@ caf::behavior serve_host(host_actor* self, source_actor source,
         auto node = caf::actor_cast<caf::actor>(self->current_sender());
         if (!node)
           return; // nobody to answer
+        auto known = st.nodes.find(node.address());
+        if (known != st.nodes.end() && known->second.count(tag) != 0)
+          return; // a duplicate: the first one answers
         if (st.requesters.size() >= max_host_attempts) {
           self->send(node, remote_reply_atom_v, tag,
                      transient_reply("remote source host is full"));
@@ -122,8 +131,6 @@ caf::behavior serve_host(host_actor* self, source_actor source,
         auto [n, fresh] = st.nodes.try_emplace(node.address());
         if (fresh)
           self->monitor(node);
-        if (n->second.count(tag) != 0)
-          return; // a duplicate: the first one answers
         auto r = self->spawn(requester, st.source, std::move(req), node, tag);
         self->monitor(r);
         n->second.emplace(tag, r);
@@ -204,8 +211,19 @@ struct connector_state {
   struct attempt {
     caf::typed_response_promise<source_reply> promise;
     caf::actor_addr requester;
+    /// A streamed call: the governor and its tag, which never cross the
+    /// wire (the remote gets this connector and `wire_tag` instead).
+    caf::actor stream_to;
+    uint64_t stream_tag = 0;
+    uint64_t wire_tag = 0;
+    size_t streamed = 0;
   };
   std::unordered_map<uint64_t, attempt> pending;
+  /// Streamed attempts by their random wire tag.
+  std::unordered_map<uint64_t, uint64_t> by_wire_tag;
+  std::mt19937_64 rng{std::random_device{}()};
+  /// The connection answered once: its loss resets the backoff.
+  bool proven = false;
   /// Each requester's attempt (the runtime's runners make one each).
   std::unordered_map<caf::actor_addr, uint64_t> by_requester;
 
@@ -249,9 +267,9 @@ void connect(connector_actor* self) {
               return;
             }
             st.remote = std::move(remote);
-            st.backoff = duration::zero();
             self->monitor(st.remote);
-            logger().info("remote source {}: connected", st.where());
+            if (st.backoff == duration::zero())
+              logger().info("remote source {}: connected", st.where());
           },
           [self](caf::error& err) {
             auto& st = self->state;
@@ -277,10 +295,41 @@ source_reply checked(source_reply r) {
     return transient_reply("remote source sent an unknown outcome");
   if (r.body.size() > max_remote_body_bytes)
     return transient_reply("remote source sent a body past 64 MiB");
+  // Both go into the node's HTTP answer: a CR or LF in the media type
+  // would add headers of the remote's choosing.
+  if (r.content_type.size() > 255 ||
+      std::any_of(r.content_type.begin(), r.content_type.end(), [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u >= 0x7f;
+      }))
+    return transient_reply("remote source sent a malformed content type");
+  if (r.status != 0 && (r.status < 100 || r.status > 599))
+    r.status = 0;
   if (r.retry_after)
     r.retry_after = std::clamp<duration>(*r.retry_after, duration::zero(),
                                          std::chrono::hours{24});
   return r;
+}
+
+// Whether the message being handled comes from the served host's node
+// (not from another process that learnt this connector's address).
+bool from_remote(connector_actor* self) {
+  auto& remote = self->state.remote;
+  auto sender = self->current_sender();
+  return remote && sender && sender->node() == remote->node();
+}
+
+// Every attempt in flight fails `transient` now.
+void fail_pending(connector_actor* self, const char* why) {
+  auto& st = self->state;
+  for (auto& [tag, a] : st.pending) {
+    if (a.requester)
+      self->demonitor(a.requester);
+    a.promise.deliver(transient_reply(why));
+  }
+  st.pending.clear();
+  st.by_requester.clear();
+  st.by_wire_tag.clear();
 }
 
 caf::behavior connector(connector_actor* self, remote_source_config cfg) {
@@ -290,22 +339,29 @@ caf::behavior connector(connector_actor* self, remote_source_config cfg) {
   // the connector.
   self->set_default_handler(caf::drop);
   self->set_error_handler([](caf::error&) {});
+  // Stopped (the runtime goes): the attempts in flight are answered, not
+  // left to their timeouts (CAF 0.17 drops an undelivered promise).
+  self->set_exit_handler([self](caf::exit_msg& em) {
+    fail_pending(self, "remote source stopped");
+    self->quit(em.reason);
+  });
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     if (st.remote && dm.source == st.remote.address()) {
       // The host's process died or the connection dropped: what it had in
-      // flight fails now, not at each attempt's timeout.
-      logger().warn("remote source {}: lost ({}); {} attempt(s) fail "
-                    "transient, reconnecting",
-                    st.where(), self->system().render(dm.reason),
-                    st.pending.size());
+      // flight fails now, not at each attempt's timeout. A connection
+      // that never answered (a host actor gone, its process up) does not
+      // reset the backoff, nor log each time.
+      if (st.proven || st.backoff == duration::zero())
+        logger().warn("remote source {}: lost ({}); {} attempt(s) fail "
+                      "transient, reconnecting",
+                      st.where(), self->system().render(dm.reason),
+                      st.pending.size());
+      if (st.proven)
+        st.backoff = duration::zero();
+      st.proven = false;
       st.remote = nullptr;
-      for (auto& [tag, a] : st.pending) {
-        self->demonitor(a.requester);
-        a.promise.deliver(transient_reply("remote source lost"));
-      }
-      st.pending.clear();
-      st.by_requester.clear();
+      fail_pending(self, "remote source lost");
       retry_later(self);
       return;
     }
@@ -334,12 +390,28 @@ caf::behavior connector(connector_actor* self, remote_source_config cfg) {
           self->monitor(requester);
           st.by_requester[requester] = tag;
         }
-        st.pending.emplace(tag, connector_state::attempt{rp, requester});
+        connector_state::attempt a{rp, requester};
+        if (req.stream_to) {
+          // The remote streams to this connector, under a tag it cannot
+          // guess: the governor's handle would let it reach the call.
+          a.stream_to = std::move(req.stream_to);
+          a.stream_tag = req.stream_tag;
+          do
+            a.wire_tag = st.rng();
+          while (a.wire_tag == 0 || st.by_wire_tag.count(a.wire_tag) != 0);
+          st.by_wire_tag.emplace(a.wire_tag, tag);
+          req.stream_to = caf::actor_cast<caf::actor>(self);
+          req.stream_tag = a.wire_tag;
+        }
+        st.pending.emplace(tag, std::move(a));
         self->send(st.remote, remote_attempt_atom_v, tag, std::move(req));
         return rp;
       },
       [self](remote_reply_atom, uint64_t tag, source_reply& reply) {
         auto& st = self->state;
+        if (!from_remote(self))
+          return;
+        st.proven = true;
         auto i = st.pending.find(tag);
         if (i == st.pending.end())
           return; // withdrawn, or lost before
@@ -347,8 +419,37 @@ caf::behavior connector(connector_actor* self, remote_source_config cfg) {
           st.by_requester.erase(i->second.requester);
           self->demonitor(i->second.requester);
         }
+        st.by_wire_tag.erase(i->second.wire_tag);
         i->second.promise.deliver(checked(std::move(reply)));
         st.pending.erase(i);
+      },
+      // A piece of a streamed answer: on to the governor, under its tag.
+      [self](stream_chunk_atom, uint64_t wire_tag, std::string& bytes) {
+        auto& st = self->state;
+        if (!from_remote(self))
+          return;
+        auto w = st.by_wire_tag.find(wire_tag);
+        if (w == st.by_wire_tag.end())
+          return; // not a streamed attempt in flight
+        auto i = st.pending.find(w->second);
+        if (i == st.pending.end())
+          return;
+        auto& a = i->second;
+        a.streamed += bytes.size();
+        if (a.streamed > max_remote_body_bytes) {
+          // Past the bound: the attempt ends (the caller's stream is cut).
+          if (a.requester) {
+            st.by_requester.erase(a.requester);
+            self->demonitor(a.requester);
+          }
+          a.promise.deliver(
+              transient_reply("remote source streamed past 64 MiB"));
+          st.by_wire_tag.erase(w);
+          st.pending.erase(i);
+          return;
+        }
+        self->send(a.stream_to, stream_chunk_atom_v, a.stream_tag,
+                   std::move(bytes));
       },
       [self](reconnect_atom) { connect(self); },
   };

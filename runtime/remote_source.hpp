@@ -11,14 +11,17 @@
 // `(remote_reply_atom, tag, source_reply)`. `(cancel_atom, tag)` withdraws
 // an attempt: the host terminates its requester, so the source sees its
 // requester go -- the same contract as in one process. Streamed chunks go
-// from the source straight to the node's governor (`call_request::
-// stream_to` crosses as a handle).
+// to the connector under a random tag (the governor's handle never crosses)
+// and on to the governor.
 //
 // SECURITY: CAF's transport is neither authenticated nor encrypted. Anyone
-// who reaches the port can send attempts to the source, and anyone on the
-// path can read and alter them. Serve on loopback (the default) or a
-// private network, and put a TLS tunnel (stunnel, WireGuard, an SSH
-// forward) around it when it must cross one you do not trust.
+// who reaches the port can send attempts to the source -- and any message
+// to the actors it learns of, an exit included (the host, the node's
+// connector; never a governor: streamed chunks come through the
+// connector) -- and anyone on the path can read and alter them. Serve on
+// loopback (the default) or a private network, and put a tunnel
+// (WireGuard, an SSH forward, stunnel) around it when it must cross one you
+// do not trust.
 
 #include <atomic>
 #include <cstdint>
@@ -38,10 +41,17 @@ namespace sluice {
 /// up by name on the wire).
 void enable_remote_sources(caf::actor_system_config& cfg);
 
-/// The longest answer body a remote source may send; a longer one fails
-/// the attempt `transient`. (CAF reads the message whole before this is
-/// checked: the bound is on what goes further.)
+/// The longest answer body a remote source may send (whole, or streamed in
+/// all); a longer one fails the attempt `transient`. NOTE: CAF reads each
+/// message whole (up to 4 GiB on its wire) before this is checked: the
+/// bound is on what goes further, not on the node's memory.
 constexpr size_t max_remote_body_bytes = size_t{64} << 20;
+
+/// CAF's heartbeat on a connection to or from a remote source, and the
+/// silence after which the connection is dropped (a link lost without a
+/// reset: a partition, a host powered off).
+constexpr duration remote_heartbeat = std::chrono::seconds{1};
+constexpr duration remote_link_timeout = std::chrono::seconds{5};
 
 /// Serves `source` on `host:port` (port 0: any free one) for nodes to use
 /// as `type = "remote"`. The host actor it publishes is terminated by the

@@ -254,8 +254,12 @@ void runtime::add_remote_source(const std::string& name,
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     throw;
   }
+  auto connector = caf::actor_cast<caf::actor>(std::move(actor));
+  // A connector that died (CAF delivers a kill from the wire too) is
+  // reported broken, not left as a source that fails every attempt.
+  health_->watch(health_, connector, name, "source");
   std::unique_lock<std::shared_mutex> guard{mx_};
-  owned_.push_back(caf::actor_cast<caf::actor>(std::move(actor)));
+  owned_.push_back(std::move(connector));
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,

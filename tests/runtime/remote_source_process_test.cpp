@@ -106,8 +106,8 @@ TEST_CASE("node: calls go through a source in another process, which "
   node_process node{path};
   // Connected within moments of the start.
   REQUIRE(eventually([&] { return from_tool(chat(node)); }, 5s));
-  // A streamed call: the chunks cross from the remote source straight to
-  // the node's governor, and out to the client as they came.
+  // A streamed call: the chunks cross to the connector, under a tag the
+  // remote cannot guess, on to the governor and out to the client.
   auto streamed = exchange(node.port(), http::verb::post,
                            "/v1/chat/completions",
                            R"({"stream":true,"messages":[]})");
