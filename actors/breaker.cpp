@@ -1,6 +1,7 @@
 #include "sluice/actors/breaker.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -39,6 +40,8 @@ struct breaker_actor_state {
   std::optional<uint64_t> claim_for;
   /// Until when this node's claim lets it probe (half-open, shared).
   time_point cluster_lease_until{};
+  /// The routes' ejection limits (none: the window alone decides).
+  std::shared_ptr<shared_ejections> ejections;
 
   static inline const char* name = "sluice.breaker";
 };
@@ -90,6 +93,13 @@ void announce(breaker_actor* self, const policy::breaker_transition& t,
               bool from_peer = false) {
   auto& st = self->state;
   st.mirror->publish(t.to, t.generation);
+  if (st.ejections)
+    st.ejections->with([&](policy::ejection_ledger& l) {
+      if (t.to == breaker_state::closed)
+        l.restored(st.source);
+      else
+        l.ejected(st.source);
+    });
   if (t.from == breaker_state::half_open)
     while (!st.leases.empty())
       drop_lease(self, st.leases.begin());
@@ -246,10 +256,23 @@ void record(breaker_actor* self, const call_outcome& out) {
   }
   auto cls = m.classify(out.kind);
   bool current = out.generation == m.generation();
-  if (cls != policy::outcome_class::ignored)
+  if (cls != policy::outcome_class::ignored) {
+    bool was_held = m.held();
+    std::function<bool()> may_open;
+    if (st.ejections)
+      may_open = [&st] {
+        return st.ejections->with(
+            [&](policy::ejection_ledger& l) { return l.try_eject(st.source); });
+      };
     announce_if(self,
                 m.record(out.generation, cls == policy::outcome_class::failure,
-                         out.elapsed, now));
+                         out.elapsed, now, may_open));
+    // Held past an ejection limit, and the failures stopped: in service
+    // for good again.
+    if (was_held && !m.held() && m.state() == breaker_state::closed)
+      st.ejections->with(
+          [&](policy::ejection_ledger& l) { l.restored(st.source); });
+  }
   // The upstream's "not before" (Retry-After on a 503): it opens the breaker
   // if the outcome is current, and extends an open period whatever the
   // outcome's generation, since extending moves no state and a later
@@ -259,11 +282,14 @@ void record(breaker_actor* self, const call_outcome& out) {
     announce_if(self, m.hold_open_until(*out.retry_after, now));
 }
 
-caf::behavior breaker_behavior(breaker_actor* self, std::string source,
-                               policy::breaker_config cfg,
-                               std::shared_ptr<policy::breaker_mirror> mirror) {
+caf::behavior
+breaker_behavior(breaker_actor* self, std::string source,
+                 policy::breaker_config cfg,
+                 std::shared_ptr<policy::breaker_mirror> mirror,
+                 std::shared_ptr<shared_ejections> ejections) {
   auto& st = self->state;
   st.source = std::move(source);
+  st.ejections = std::move(ejections);
   st.machine.emplace(cfg);
   st.mirror = std::move(mirror);
   st.mirror->publish(st.machine->state(), st.machine->generation());
@@ -350,10 +376,12 @@ caf::behavior breaker_behavior(breaker_actor* self, std::string source,
 } // namespace
 
 breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,
-                             const policy::breaker_config& cfg) {
+                             const policy::breaker_config& cfg,
+                             std::shared_ptr<shared_ejections> ejections) {
   policy::validate(cfg); // refuse nonsense here, not inside the actor
   auto mirror = std::make_shared<policy::breaker_mirror>();
-  auto actor = sys.spawn(breaker_behavior, source, cfg, mirror);
+  auto actor = sys.spawn(breaker_behavior, source, cfg, mirror,
+                         std::move(ejections));
   return {std::move(source), std::move(actor), std::move(mirror)};
 }
 

@@ -8,6 +8,7 @@
 
 #include "sluice/runtime/policy/breaker_mirror.hpp"
 #include "sluice/runtime/policy/breaker_policy.hpp"
+#include "sluice/actors/ejections.hpp"
 
 namespace sluice {
 
@@ -38,8 +39,12 @@ struct breaker_handle {
 constexpr duration probe_claim_timeout = std::chrono::seconds{2};
 
 /// Spawns the breaker of `source`. Throws `std::invalid_argument` naming the
-/// field if `cfg` is nonsense.
-breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,
-                             const policy::breaker_config& cfg);
+/// field if `cfg` is nonsense. With `ejections`, an opening by the window
+/// asks the routes' ejection limits first (refused: the breaker stays
+/// closed, held), and every transition is counted there.
+breaker_handle
+spawn_breaker(caf::actor_system& sys, std::string source,
+              const policy::breaker_config& cfg,
+              std::shared_ptr<shared_ejections> ejections = nullptr);
 
 } // namespace sluice

@@ -97,6 +97,10 @@ struct governor_state {
   bool committed = false;
   /// The cluster lease this call holds, if any.
   std::string lease;
+  /// With the route's retry budget: this call counted active (from
+  /// admission), and the retry slot of the round or attempt under way.
+  policy::retry_budget::hold active_call;
+  policy::retry_budget::hold retry_slot;
 
   static inline const char* name = "sluice.governor";
 
@@ -145,6 +149,8 @@ void finish(governor_actor* self, call_result result) {
     result.productive = st.clock->productive();
   }
   st.ticket.release(self);
+  st.retry_slot.reset();
+  st.active_call.reset();
   if (!st.lease.empty())
     self->send(st.cfg.cluster, lease_release_atom_v, std::move(st.lease));
   st.delivery->close(std::move(result));
@@ -263,6 +269,7 @@ void on_outcome(governor_actor* self, source_reply reply) {
   auto& st = self->state;
   auto cur = std::move(*st.current);
   st.current.reset();
+  st.retry_slot.reset(); // the retry, if it was one, is over
   auto now = self->clock().now();
   const auto& pol = st.policy();
   const auto& src = st.route().sources[cur.source];
@@ -534,7 +541,27 @@ void try_candidate(governor_actor* self,
             });
     return;
   }
+  // No attempt this round: a retry slot is not held while waiting.
+  st.retry_slot.reset();
   check_stall(self, [self] { wait_for_source(self); });
+}
+
+// The route's retry budget has no retry for this call now (SPEC §3 with
+// issue 17): end it, or wait a poll interval -- unproductive time, judged
+// by the stall check like any wait -- and ask again.
+void retry_budget_spent(governor_actor* self) {
+  auto& st = self->state;
+  if (st.route().retry_budget->config().when_spent ==
+      policy::when_budget_spent::fail) {
+    exhausted(self, "retry_budget");
+    return;
+  }
+  check_stall(self, [self] {
+    auto& st = self->state;
+    enter(self, governor_phase::waiting);
+    sleep_for(self, policy::poll_delay(st.policy().poll_interval, st.uniform()),
+              after_sleep::next_round);
+  });
 }
 
 void next_round(governor_actor* self) {
@@ -543,10 +570,27 @@ void next_round(governor_actor* self) {
   st.soonest_retry.reset();
   st.next_token.reset();
   const auto& route = st.route();
+  // A round after a failed attempt is a retry: it needs the budget's slot.
+  if (route.retry_budget && !st.attempts.empty() && !st.retry_slot) {
+    st.retry_slot = route.retry_budget->try_retry();
+    if (!st.retry_slot) {
+      retry_budget_spent(self);
+      return;
+    }
+  }
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
   try_candidate(
       self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0);
+}
+
+// Admitted: the call counts as active on its route's retry budget until it
+// finishes, then its first round.
+void begin_rounds(governor_actor* self) {
+  auto& st = self->state;
+  if (st.route().retry_budget)
+    st.active_call = st.route().retry_budget->call_started();
+  next_round(self);
 }
 
 // The global tier across nodes, after the local tiers and under the same
@@ -561,7 +605,7 @@ void admit_cluster(governor_actor* self) {
       .then(
           [self](std::string& lease) {
             self->state.lease = std::move(lease);
-            next_round(self);
+            begin_rounds(self);
           },
           [self](caf::error& err) {
             auto& st = self->state;
@@ -603,7 +647,7 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
                 if (st.cfg.cluster)
                   admit_cluster(self);
                 else
-                  next_round(self);
+                  begin_rounds(self);
               });
         return reply;
       },

@@ -14,6 +14,7 @@
 #include "sluice/actors/source_gate.hpp"
 #include "sluice/messages/call.hpp"
 #include "sluice/runtime/policy/call_policy.hpp"
+#include "sluice/runtime/policy/retry_budget.hpp"
 
 namespace sluice {
 
@@ -41,6 +42,10 @@ struct route_plan {
   /// was a sixth of a governed call's messages.
   std::shared_ptr<std::atomic<int64_t>> last_progress =
       std::make_shared<std::atomic<int64_t>>(INT64_MIN);
+  /// Caps the retries its calls have in flight (null: no cap). Shared by
+  /// the governors of this plan only: each model entry of a route has its
+  /// own, as it has its own sources and scope.
+  std::shared_ptr<policy::retry_budget> retry_budget;
 };
 
 /// How often at most a route writes its scope's progress: a hundredth of
@@ -75,7 +80,9 @@ struct governor_config {
 /// breaker's go or probe lease) -> attempt (productive time, bounded by
 /// `attempt_timeout`) -> outcome to breaker, AIMD and scope progress ->
 /// success, fail fast (permanent), back off and retry, wait for a source, or
-/// a verdict (`retry_exhausted`, `stalled`).
+/// a verdict (`retry_exhausted`, `stalled`). A round after a failed attempt
+/// is a retry: with the route's `retry_budget` it first takes a retry slot,
+/// or waits for one (unproductive time), or ends (`retry_budget`).
 ///
 /// Streamed calls (`request.stream`): each attempt asks its source to stream
 /// to the governor, which passes the current attempt's bytes on to the

@@ -533,7 +533,8 @@ private:
                   "credentials (HTTP {}); answered 502, body withheld",
                   where_, status);
     }
-    auto r = upstream::make_reply(rd, std::chrono::system_clock::now());
+    auto r = upstream::make_reply(rd, std::chrono::system_clock::now(),
+                                 cfg_.statuses);
     // Not one its deadline closed just as the answer ended.
     if (rd.reusable() && !ex->timed_out &&
         idle_.size() < cfg_.max_idle_connections) {

@@ -14,6 +14,7 @@
 
 #include "sluice/actors/direct_attempts.hpp"
 #include "sluice/messages/source.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
 
 namespace sluice {
 
@@ -80,6 +81,11 @@ struct http_source_config {
   /// connection is closed and the answer, still classified by its status,
   /// carries a short JSON note instead of the body.
   uint64_t max_error_body_bytes = 1024 * 1024;
+  /// How the upstream's statuses are classed (default: SPEC §4's, see
+  /// `policy::classify_http_status`): e.g. a 404 of a flaky deployment
+  /// retried elsewhere, a 503 that means "this request never works" not
+  /// retried, an empty 200 taken as a failure.
+  policy::status_rules statuses;
 };
 
 /// Throws `std::invalid_argument` naming the field of a nonsense setting

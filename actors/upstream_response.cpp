@@ -212,7 +212,8 @@ bool is_auth_refusal(int status) noexcept {
 }
 
 source_reply make_reply(response_reader& r,
-                        std::chrono::system_clock::time_point now) {
+                        std::chrono::system_clock::time_point now,
+                        const policy::status_rules& rules) {
   source_reply out;
   out.status = r.status();
   switch (r.verdict()) {
@@ -228,7 +229,7 @@ source_reply make_reply(response_reader& r,
     break;
   }
   const auto& h = r.header();
-  out.kind = policy::classify_http_status(out.status);
+  out.kind = rules.classify(out.status, r.body_bytes());
   if (auto ra = h.find(http::field::retry_after); ra != h.end())
     out.retry_after = policy::parse_retry_after(
         std::string_view{ra->value().data(), ra->value().size()}, now);

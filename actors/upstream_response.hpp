@@ -28,6 +28,7 @@
 #include <boost/optional.hpp>
 
 #include "sluice/messages/call.hpp"
+#include "sluice/runtime/policy/http_outcome.hpp"
 
 namespace sluice::upstream {
 
@@ -197,14 +198,16 @@ private:
 bool is_auth_refusal(int status) noexcept;
 
 /// The reply for an answer whose reading ended (`verdict() != reading`):
-/// - complete: classified by status, with Retry-After and Content-Type, the
-///   body (empty when streamed); an auth refusal becomes a `permanent` 502
-///   with a generic `upstream_auth_error` body;
+/// - complete: classified by status (and body length) as `rules` say, with
+///   Retry-After and Content-Type, the body (empty when streamed); an auth
+///   refusal becomes a 502 (its class kept: permanent unless `rules` say
+///   otherwise) with a generic `upstream_auth_error` body;
 /// - too_large: a 2xx is `transient` (the answer could not be held), an
 ///   error answer keeps its status's class; the body is a short JSON note;
 /// - framing_error: `transient`, a short JSON note.
 source_reply make_reply(response_reader& r,
-                        std::chrono::system_clock::time_point now);
+                        std::chrono::system_clock::time_point now,
+                        const policy::status_rules& rules = {});
 
 /// The reply for an exchange that ended before its answer did, `kind`
 /// (`timeout` or `transient`) saying how: with the answer's status once its

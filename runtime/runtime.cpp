@@ -276,7 +276,8 @@ void runtime::add_source(const std::string& name, source_actor actor,
   if (sources_.count(name) != 0)
     throw config_error(key, "a source with this name already exists");
   auto handle = make_source(sys_, name, std::move(actor), settings.breaker,
-                            settings.aimd, settings.quota, self_timed);
+                            settings.aimd, settings.quota, self_timed,
+                            ejections_);
   handle.direct = std::move(direct);
   if (!settings.model_names.empty())
     handle.model_names =
@@ -363,6 +364,13 @@ void runtime::add_route(route_config r) {
           [&](const std::string& s) { return sources_.count(s) != 0; });
     });
   }
+  if (r.retry_budget)
+    with_key_prefix(key + ".retry_budget",
+                    [&] { policy::validate(*r.retry_budget); });
+  if (r.max_ejection_percent)
+    with_key_prefix(key, [&] {
+      policy::validate_max_ejection_percent(*r.max_ejection_percent);
+    });
   route_entry entry;
   for (size_t i = 0; i < r.models.size(); ++i) {
     auto& m = r.models[i];
@@ -385,6 +393,9 @@ void runtime::add_route(route_config r) {
     plan->weights = weights;
     plan->policy = kind->second;
     plan->backend = backend_;
+    if (r.retry_budget)
+      plan->retry_budget =
+          std::make_shared<policy::retry_budget>(*r.retry_budget);
     for (auto& name : sources)
       plan->sources.push_back(sources_.at(name)); // validated above
     return plan;
@@ -395,6 +406,15 @@ void runtime::add_route(route_config r) {
     entry.by_model.push_back(make_plan(m.sources,
                                        m.weights,
                                        scope + " model " + m.pattern));
+  // Each source list is limited apart, as each is a route's way to serve.
+  if (r.max_ejection_percent)
+    ejections_->with([&](policy::ejection_ledger& l) {
+      if (!r.sources.empty())
+        l.add_route(r.name, r.sources, *r.max_ejection_percent);
+      for (auto& m : r.models)
+        l.add_route(r.name + " model " + m.pattern, m.sources,
+                    *r.max_ejection_percent);
+    });
   routes_.emplace(r.name, std::move(entry));
   route_order_.push_back(r.name);
 }
@@ -456,6 +476,25 @@ runtime::live_sessions() const {
   }
   std::sort(out.begin(), out.end(),
             [](auto& a, auto& b) { return a.first < b.first; });
+  return out;
+}
+
+std::vector<runtime::budget_status> runtime::retry_budgets() const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  std::vector<budget_status> out;
+  auto add = [&](const std::shared_ptr<const route_plan>& plan) {
+    if (plan && plan->retry_budget) {
+      auto s = plan->retry_budget->load();
+      out.push_back({plan->name, plan->scope, s.active, s.retrying,
+                     plan->retry_budget->allowed(s.active), s.refused});
+    }
+  };
+  for (auto& name : route_order_) {
+    auto& entry = routes_.at(name);
+    add(entry.fallback);
+    for (auto& plan : entry.by_model)
+      add(plan);
+  }
   return out;
 }
 

@@ -59,6 +59,14 @@ struct route_config {
   std::string scope;
   /// Routing by the call's model (`call_request::model`).
   std::vector<model_route> models{};
+  /// Caps retries in flight to a share of active calls (none: retries are
+  /// bounded only per call, by `max_attempts`). The default source list
+  /// and each model entry get their own budget.
+  std::optional<policy::retry_budget_config> retry_budget{};
+  /// At most this share (percent) of each source list's sources may be
+  /// taken out by their breakers' own failures at once; beyond it a source
+  /// stays in service, held (none: no limit). See policy::ejection_ledger.
+  std::optional<double> max_ejection_percent{};
 };
 
 /// Why no sources were found for a call.
@@ -274,6 +282,23 @@ public:
   /// The scopes of all routes (each once), whose progress the backend keeps.
   std::vector<std::string> scopes() const;
 
+  /// One source list's retry budget, as `/status` shows it.
+  struct budget_status {
+    std::string route;
+    /// Names the list: the route's scope, or "SCOPE model PATTERN".
+    std::string scope;
+    uint32_t active = 0;
+    uint32_t retrying = 0;
+    uint32_t allowed = 0;
+    uint64_t refused = 0;
+  };
+
+  /// The retry budgets of all routes that have one, in route order.
+  std::vector<budget_status> retry_budgets() const;
+
+  /// The routes' ejection limits and which sources they hold in service.
+  const shared_ejections& ejections() const { return *ejections_; }
+
   /// Every registered source, by name.
   std::vector<source_handle> sources() const;
 
@@ -356,6 +381,9 @@ private:
   mutable std::shared_mutex mx_;
   std::map<std::string, source_handle> sources_;
   std::map<std::string, http_source> http_sources_;
+  /// The routes' ejection limits, obeyed by every source's breaker.
+  std::shared_ptr<shared_ejections> ejections_ =
+      std::make_shared<shared_ejections>();
   /// Actors of the runtime's that are not self-timed sources (remote
   /// sources' connectors): stopped with it.
   std::vector<caf::actor> owned_;

@@ -11,12 +11,13 @@ source_handle make_source(caf::actor_system& sys, std::string name,
                           const policy::breaker_config& breaker,
                           const policy::aimd_config& aimd,
                           const std::optional<policy::quota_config>& quota,
-                          bool self_timed) {
+                          bool self_timed,
+                          std::shared_ptr<shared_ejections> ejections) {
   policy::validate(aimd);
   if (quota)
     policy::validate(*quota);
   auto tier = std::make_shared<policy::tier_counter>(aimd.initial);
-  auto b = spawn_breaker(sys, name, breaker);
+  auto b = spawn_breaker(sys, name, breaker, std::move(ejections));
   auto g = spawn_source_gate(sys, name, tier, aimd);
   std::shared_ptr<source_quota> q;
   if (quota)

@@ -1,11 +1,13 @@
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
 #include <caf/fwd.hpp>
 
 #include "sluice/actors/source_gate.hpp"
+#include "sluice/actors/ejections.hpp"
 
 namespace sluice {
 
@@ -13,12 +15,13 @@ namespace sluice {
 /// breaker and its gate (AIMD limit, permit watchers), makes its source tier
 /// and, if asked, its rate quota. Throws `std::invalid_argument` naming the
 /// field of nonsense `aimd`, `breaker` or `quota` settings, before it spawns
-/// anything.
+/// anything. `ejections`: the routes' ejection limits its breaker obeys.
 source_handle
 make_source(caf::actor_system& sys, std::string name, source_actor actor,
             const policy::breaker_config& breaker,
             const policy::aimd_config& aimd,
             const std::optional<policy::quota_config>& quota = std::nullopt,
-            bool self_timed = false);
+            bool self_timed = false,
+            std::shared_ptr<shared_ejections> ejections = nullptr);
 
 } // namespace sluice

@@ -19,7 +19,7 @@ namespace {
 std::string keyword(const std::string& target) {
   static const char* known[] = {"ok",    "busy1",  "busy",  "down",
                                 "bad",   "auth",   "slow",  "cut",
-                                "stall", "stream", "teapot"};
+                                "stall", "stream", "teapot", "empty"};
   std::istringstream in{target.substr(0, target.find('?'))};
   std::string seg;
   while (std::getline(in, seg, '/'))
@@ -150,6 +150,8 @@ void test_upstream::serve(tcp::socket socket) {
       res.result(418);
       res.set(http::field::content_type, "text/plain");
       res.body() = "short and stout";
+    } else if (what == "empty") {
+      // 200 with no body at all.
     } else if (what == "auth") {
       res.body() = std::string{req[http::field::authorization]};
     } else if (what == "slow") {

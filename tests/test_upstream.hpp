@@ -9,6 +9,7 @@
 //   down    503                          bad    400 with a JSON error
 //   auth    200, body = the Authorization header it got
 //   teapot  418, text/plain "short and stout"
+//   empty   200 with an empty body
 //   slow    answers after 3 s (a hang; counts a client closing meanwhile)
 //   stream  200 text/event-stream, 3 events 150 ms apart, then [DONE]
 //   cut     200 text/event-stream, one event, then closes mid-body

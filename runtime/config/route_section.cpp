@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sluice/runtime/config/sections.hpp"
+#include "sluice/runtime/policy/ejection.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 #include "sluice/runtime/route_rules.hpp"
 
@@ -100,6 +101,28 @@ route_decl read_route(const std::string& path, const toml::table& t,
   }
   if (auto s = r.string("scope"))
     d.route.scope = *s;
+  if (auto x = r.number("max_ejection_percent")) {
+    d.route.max_ejection_percent = *x;
+    r.checked([&] { policy::validate_max_ejection_percent(*x); });
+  }
+  if (auto b = r.table("retry_budget")) {
+    table_reader br{*b, r.prefix() + ".retry_budget"};
+    auto& cfg = d.route.retry_budget.emplace();
+    if (auto x = br.number("percent"))
+      cfg.percent = *x;
+    if (auto x = br.count("min_concurrency"))
+      cfg.min_concurrency = *x;
+    if (auto w = br.string("when_spent")) {
+      if (*w == "wait")
+        cfg.when_spent = policy::when_budget_spent::wait;
+      else if (*w == "fail")
+        cfg.when_spent = policy::when_budget_spent::fail;
+      else
+        br.fail("when_spent", "must be \"wait\" or \"fail\"");
+    }
+    br.done();
+    br.checked([&] { validate(cfg); });
+  }
   r.done();
   // What the lists alone do not show: the kind, and a route with neither
   // sources nor models.

@@ -4,6 +4,7 @@
 
 #include "sluice/actors/sim_answers.hpp"
 #include "sluice/runtime/config/sections.hpp"
+#include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 
@@ -116,6 +117,33 @@ void read_tls(table_reader& r, http_tls_config& tls) {
   r.checked([&] { validate(tls); });
 }
 
+// `[sources.NAME.statuses]` of an http source: statuses moved to another
+// outcome class, checked as read so an error names the element's line.
+void read_statuses(table_reader& r, policy::status_rules& rules) {
+  using policy::outcome_kind;
+  for (auto [key, kind] : {std::pair{"transient", outcome_kind::transient},
+                           std::pair{"rate_limited", outcome_kind::rate_limited},
+                           std::pair{"permanent", outcome_kind::permanent}}) {
+    auto list = r.array(key);
+    if (list == nullptr)
+      continue;
+    for (auto& n : *list) {
+      if (!n.is_integer())
+        r.fail(key, "must be an array of HTTP statuses (integers)", &n);
+      try {
+        rules.set(static_cast<int>(std::clamp<int64_t>(
+                      *n.value<int64_t>(), -1, 1000)),
+                  kind);
+      } catch (const field_error& e) {
+        r.fail(key, e.problem(), &n);
+      }
+    }
+  }
+  if (auto x = r.boolean("empty_2xx_transient"))
+    rules.empty_2xx_transient = *x;
+  r.done();
+}
+
 } // namespace
 
 source_decl read_source(const std::string& name, const toml::table& t) {
@@ -202,6 +230,10 @@ source_decl read_source(const std::string& name, const toml::table& t) {
         d.http.headers.emplace_back(name, *value);
       }
       hr.done();
+    }
+    if (auto st = r.table("statuses")) {
+      table_reader sr{*st, r.prefix() + ".statuses"};
+      read_statuses(sr, d.http.statuses);
     }
     // On an http:// URL the source's own check refuses the table (below).
     if (auto tls = r.table("tls")) {

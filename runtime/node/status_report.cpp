@@ -145,6 +145,9 @@ json status_json(front_state& front, json scopes) {
     auto dead = broken.find(s.name);
     sources.push_back({{"name", s.name},
                        {"health", dead == broken.end() ? "ok" : "broken"},
+                       {"held_past_ejection_limit",
+                        front.rt.ejections().with(
+                            [&](auto& l) { return l.held(s.name); })},
                        {"broken_reason", dead == broken.end()
                                              ? json(nullptr)
                                              : json(dead->second)},
@@ -195,9 +198,28 @@ json status_json(front_state& front, json scopes) {
              {"probes_claimed", r->probes_claimed.load()},
              {"probes_deferred", r->probes_deferred.load()},
              {"redis_errors", r->errors.load()}};
+  // Each source list with a retry budget, by its scope.
+  json budgets = json::object();
+  for (auto& b : front.rt.retry_budgets())
+    budgets[b.scope] = {{"route", b.route},
+                        {"active_calls", b.active},
+                        {"retries_in_flight", b.retrying},
+                        {"retries_allowed", b.allowed},
+                        {"retries_refused", b.refused}};
+  // Each source list with an ejection limit: how many of its sources are
+  // out, how many may be, and which are kept in service past the limit.
+  json ejection = json::object();
+  auto limits = front.rt.ejections().with([](auto& l) { return l.routes(); });
+  for (auto& e : limits)
+    ejection[e.route] = {{"sources", e.sources},
+                         {"ejected", e.ejected},
+                         {"allowed", e.allowed},
+                         {"held", e.held}};
   return {{"now_ms", wall_ms(std::chrono::system_clock::now())},
           {"started_ms", front.started_unix * 1000},
           {"tiers", std::move(tiers)},
+          {"retry_budgets", std::move(budgets)},
+          {"ejection_limits", std::move(ejection)},
           {"breaker_relay", std::move(relay)},
           {"calls", calls_json(figures)},
           {"connections", front.open_connections.load()},

@@ -98,10 +98,9 @@ window_totals breaker_policy::window(time_point now) const noexcept {
   return std::get<time_window>(window_).totals(now);
 }
 
-std::optional<breaker_transition> breaker_policy::record(uint64_t generation,
-                                                         bool failed,
-                                                         duration elapsed,
-                                                         time_point now) {
+std::optional<breaker_transition>
+breaker_policy::record(uint64_t generation, bool failed, duration elapsed,
+                       time_point now, const std::function<bool()>& may_open) {
   if (generation != generation_ || state_ == breaker_state::open)
     return std::nullopt;
   if (state_ == breaker_state::half_open) {
@@ -121,13 +120,18 @@ std::optional<breaker_transition> breaker_policy::record(uint64_t generation,
   else
     std::get<time_window>(window_).record(now, s);
   auto t = window(now);
-  if (t.calls < cfg_.min_samples)
-    return std::nullopt;
   bool too_many_failures = t.failure_rate() >= cfg_.failure_rate_threshold;
   bool too_slow =
       cfg_.slow_call && t.slow_rate() >= cfg_.slow_call_rate_threshold;
-  if (!too_many_failures && !too_slow)
+  if (t.calls < cfg_.min_samples || (!too_many_failures && !too_slow)) {
+    held_ = false;
     return std::nullopt;
+  }
+  if (may_open && !may_open()) {
+    held_ = true;
+    return std::nullopt;
+  }
+  held_ = false;
   open(now, now);
   return breaker_transition{breaker_state::closed, breaker_state::open,
                             generation_, now};
@@ -189,12 +193,14 @@ breaker_policy::hold_open_until(time_point until, time_point now) {
 breaker_transition breaker_policy::move_to(breaker_state to, time_point now) {
   breaker_transition t{state_, to, ++generation_, now};
   state_ = to;
+  held_ = false;
   return t;
 }
 
 void breaker_policy::open(time_point now, time_point at_least) {
   ++consecutive_opens_;
   state_ = breaker_state::open;
+  held_ = false;
   ++generation_;
   open_until_ = std::max(now + next_open_duration(), at_least);
   std::visit([](auto& w) { w.clear(); }, window_);

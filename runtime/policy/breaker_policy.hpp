@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <variant>
@@ -116,8 +117,17 @@ public:
   /// the outcome class (the source's classification decides what fails);
   /// `elapsed` is the call's duration, for the slow-call rule.
   /// In half-open the outcome is the probe's verdict.
-  std::optional<breaker_transition> record(uint64_t generation, bool failed,
-                                           duration elapsed, time_point now);
+  ///
+  /// `may_open`, if set, is asked before the window opens a closed breaker
+  /// (a route's ejection limit, `policy::ejection_ledger`): false keeps it
+  /// closed and `held()` until an outcome that does not call for opening,
+  /// or one that may open it.
+  std::optional<breaker_transition>
+  record(uint64_t generation, bool failed, duration elapsed, time_point now,
+         const std::function<bool()>& may_open = {});
+
+  /// Whether the window calls for opening and an ejection limit refused.
+  bool held() const noexcept { return held_; }
 
   /// Whether an operator isolated the breaker (open until `reset`).
   bool isolated() const noexcept { return isolated_; }
@@ -156,6 +166,7 @@ private:
   uint64_t generation_ = 1;
   time_point open_until_{};
   bool isolated_ = false;
+  bool held_ = false;
   uint32_t consecutive_opens_ = 0;
   std::variant<count_window, time_window> window_;
 };

@@ -6,6 +6,8 @@
 #include <ctime>
 #include <string>
 
+#include "sluice/runtime/policy/field_error.hpp"
+
 namespace sluice::policy {
 
 outcome_kind classify_http_status(int status) noexcept {
@@ -16,6 +18,33 @@ outcome_kind classify_http_status(int status) noexcept {
   if (status == 408 || (status >= 500 && status < 600))
     return outcome_kind::transient;
   return outcome_kind::permanent;
+}
+
+outcome_kind status_rules::classify(int status,
+                                    uint64_t body_bytes) const noexcept {
+  for (auto& [s, kind] : overrides)
+    if (s == status)
+      return kind;
+  auto kind = classify_http_status(status);
+  if (kind == outcome_kind::ok && body_bytes == 0 && empty_2xx_transient)
+    return outcome_kind::transient;
+  return kind;
+}
+
+void status_rules::set(int status, outcome_kind kind) {
+  if (status < first_classed_status || status > last_classed_status)
+    throw field_error("statuses", "status " + std::to_string(status) +
+                                      " is not in [300, 599] (a 2xx is "
+                                      "a success; see empty_2xx_transient)");
+  if (kind != outcome_kind::transient && kind != outcome_kind::rate_limited &&
+      kind != outcome_kind::permanent)
+    throw field_error("statuses", "a status is classed transient, "
+                                  "rate_limited or permanent");
+  for (auto& o : overrides)
+    if (o.first == status)
+      throw field_error("statuses", "status " + std::to_string(status) +
+                                        " is classed twice");
+  overrides.emplace_back(status, kind);
 }
 
 std::optional<duration>

@@ -746,6 +746,116 @@ TEST_CASE("backend settings are checked by the library's rules") {
   CHECK(e->problem() == "must be at least 100 ms");
 }
 
+TEST_CASE("an http source's status rules are read, and bad ones refused "
+          "naming the key and line") {
+  auto cfg = parse_config(R"toml(
+[sources.p]
+type = "http"
+base_url = "http://127.0.0.1:9000"
+  [sources.p.statuses]
+  transient = [404, 409]
+  rate_limited = [529]
+  permanent = [503]
+  empty_2xx_transient = true
+[routes."/v1/chat/completions"]
+sources = ["p"]
+)toml");
+  auto& rules = cfg.sources.at(0).http.statuses;
+  using policy::outcome_kind;
+  CHECK(rules.classify(404, 1) == outcome_kind::transient);
+  CHECK(rules.classify(409, 1) == outcome_kind::transient);
+  CHECK(rules.classify(529, 1) == outcome_kind::rate_limited);
+  CHECK(rules.classify(503, 1) == outcome_kind::permanent);
+  CHECK(rules.classify(200, 0) == outcome_kind::transient);
+  auto refused = [](const std::string& table) -> std::string {
+    try {
+      parse_config("[sources.p]\ntype = \"http\"\n"
+                   "base_url = \"http://127.0.0.1:9000\"\n"
+                   "[sources.p.statuses]\n" +
+                   table +
+                   "[routes.\"/v1/chat/completions\"]\nsources = [\"p\"]\n");
+    } catch (const config_error& e) {
+      return e.key() + " line " + std::to_string(e.line()) + ": " +
+             e.problem();
+    }
+    return {};
+  };
+  using Catch::Contains;
+  using Catch::StartsWith;
+  CHECK_THAT(refused("transient = [200]\n"),
+             StartsWith("sources.p.statuses.transient line 5") &&
+                 Contains("not in [300, 599]"));
+  CHECK_THAT(refused("transient = [500]\npermanent = [\n  500]\n"),
+             StartsWith("sources.p.statuses.permanent line 7") &&
+                 Contains("classed twice"));
+  CHECK_THAT(refused("transient = [\"404\"]\n"),
+             StartsWith("sources.p.statuses.transient") &&
+                 Contains("integers"));
+  CHECK_THAT(refused("transient = [99999999999]\n"),
+             StartsWith("sources.p.statuses.transient") &&
+                 Contains("not in [300"));
+  CHECK_THAT(refused("retriable = [500]\n"),
+             StartsWith("sources.p.statuses.retriable") &&
+                 Contains("unknown key"));
+  CHECK_THAT(refused("empty_2xx_transient = 1\n"),
+             StartsWith("sources.p.statuses.empty_2xx_transient"));
+}
+
+TEST_CASE("a route's retry budget is read, and bad settings refused naming "
+          "the key") {
+  auto cfg = parse_config(std::string{minimal} + R"toml(
+[routes."/v1/budgeted"]
+sources = ["a"]
+  [routes."/v1/budgeted".retry_budget]
+  percent = 25
+  min_concurrency = 2
+  when_spent = "fail"
+)toml");
+  const route_config* budgeted = nullptr;
+  for (auto& r : cfg.routes)
+    if (r.route.name == "/v1/budgeted")
+      budgeted = &r.route;
+  REQUIRE(budgeted);
+  REQUIRE(budgeted->retry_budget);
+  CHECK(budgeted->retry_budget->percent == 25);
+  CHECK(budgeted->retry_budget->min_concurrency == 2);
+  CHECK(budgeted->retry_budget->when_spent == policy::when_budget_spent::fail);
+  for (auto& r : cfg.routes)
+    if (r.route.name == "/v1/chat/completions")
+      CHECK_FALSE(r.route.retry_budget); // none unless configured
+  auto refused = [](const std::string& table) -> std::string {
+    try {
+      parse_config(std::string{minimal} +
+                   "[routes.\"/v1/b\"]\nsources = [\"a\"]\n"
+                   "[routes.\"/v1/b\".retry_budget]\n" +
+                   table);
+    } catch (const config_error& e) {
+      return e.key() + ": " + e.problem();
+    }
+    return {};
+  };
+  using Catch::Contains;
+  using Catch::StartsWith;
+  CHECK(refused("percent = 20\n").empty());
+  CHECK_THAT(refused("percent = 120\n"),
+             StartsWith("routes.\"/v1/b\".retry_budget.percent") &&
+                 Contains("[0, 100]"));
+  CHECK_THAT(refused("percent = nan\n"),
+             StartsWith("routes.\"/v1/b\".retry_budget.percent"));
+  CHECK_THAT(refused("min_concurrency = -1\n"),
+             StartsWith("routes.\"/v1/b\".retry_budget.min_concurrency"));
+  CHECK_THAT(refused("when_spent = \"drop\"\n"),
+             StartsWith("routes.\"/v1/b\".retry_budget.when_spent") &&
+                 Contains("\"wait\" or \"fail\""));
+  CHECK_THAT(refused("percent = 20\n[routes.\"/v1/c\"]\nsources = [\"a\"]\n"
+                     "max_ejection_percent = 150\n"),
+             StartsWith("routes.\"/v1/c\".max_ejection_percent") &&
+                 Contains("[0, 100]"));
+  CHECK_THAT(refused("budget_percent = 20\n"),
+             StartsWith("routes.\"/v1/b\".retry_budget.budget_percent") &&
+                 Contains("unknown key"));
+}
+
 TEST_CASE("remote sources are read with their address and timeouts, and bad "
           "ones refused naming the key") {
   auto cfg = parse_config(R"toml(

@@ -85,6 +85,46 @@ base_url = "@/busy1"
 type = "http"
 base_url = "@/down"
 
+[sources.teapot-src]         # 418 retried elsewhere
+type = "http"
+base_url = "@/teapot"
+  [sources.teapot-src.statuses]
+  transient = [418]
+
+[sources.down-final]          # 503 means "never works": not retried
+type = "http"
+base_url = "@/down"
+  [sources.down-final.statuses]
+  permanent = [503]
+
+[sources.empty-src]           # an empty 200 is a failure
+type = "http"
+base_url = "@/empty"
+  [sources.empty-src.statuses]
+  empty_2xx_transient = true
+
+[sources.empty-ok]            # an empty 200 is a success (the default)
+type = "http"
+base_url = "@/empty"
+
+[sources.ej-a]                # two sources under an ejection limit
+type = "http"
+base_url = "@/ok"
+  [sources.ej-a.breaker]
+  window_size = 2
+  min_samples = 2
+  failure_rate_threshold = 0.5
+  open_duration_s = 120
+
+[sources.ej-b]
+type = "http"
+base_url = "@/ok"
+  [sources.ej-b.breaker]
+  window_size = 2
+  min_samples = 2
+  failure_rate_threshold = 0.5
+  open_duration_s = 120
+
 [sources.flaky]
 type = "http"
 base_url = "@/ok"
@@ -110,6 +150,23 @@ sources = ["busy1-src"]
 
 [routes."/v1/failover"]
 sources = ["down-src", "ok-src"]
+
+[routes."/v1/teapot"]
+sources = ["teapot-src", "ok-src"]
+
+[routes."/v1/down-final"]
+sources = ["down-final", "ok-src"]
+
+[routes."/v1/empty"]
+sources = ["empty-src", "ok-src"]
+
+[routes."/v1/empty-ok"]
+sources = ["empty-ok", "ok-src"]
+
+[routes."/v1/ejection"]
+kind = "oneshot"
+sources = ["ej-a", "ej-b"]
+max_ejection_percent = 50
 
 [routes."/v1/breaker"]
 kind = "oneshot"
@@ -245,6 +302,84 @@ TEST_CASE_METHOD(node_fixture,
   CHECK(r.status == 200);
   CHECK(r.body == R"({"ok":true})");
   CHECK(upstream.requests == 2); // down-src's 503, then ok-src
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a source's own status rules - a custom retriable "
+                 "status is retried elsewhere, a custom permanent one is not",
+                 "[node]") {
+  SECTION("418 classed transient fails over") {
+    auto r = post("/v1/teapot");
+    CHECK(r.status == 200);
+    CHECK(r.body == R"({"ok":true})");
+    CHECK(upstream.requests == 2); // the 418, then ok-src
+  }
+  SECTION("503 classed permanent fails fast with the upstream's answer") {
+    auto r = post("/v1/down-final");
+    CHECK(r.status == 503);
+    CHECK(r.body == R"({"error":"down"})");
+    CHECK(upstream.requests == 1); // no failover
+  }
+  SECTION("an empty 200 is a failure where the source says so") {
+    auto r = post("/v1/empty");
+    CHECK(r.status == 200);
+    CHECK(r.body == R"({"ok":true})");
+    CHECK(upstream.requests == 2);
+  }
+  SECTION("and a success by default") {
+    auto r = post("/v1/empty-ok");
+    CHECK(r.status == 200);
+    CHECK(r.body.empty());
+    CHECK(upstream.requests == 1);
+  }
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: an ejection limit keeps a route serving - one of two "
+                 "failing sources is taken out, the other held in service",
+                 "[node]") {
+  upstream.failing = true;
+  // One attempt per call, each failing: without the limit both breakers
+  // (two failures each) would open and the route would have no source.
+  for (int i = 0; i < 8; ++i) {
+    auto r = post("/v1/ejection");
+    INFO("call " << i << ": " << r.body);
+    CHECK(r.status == 503);
+  }
+  std::string a, b;
+  CHECK(eventually(
+      [&] {
+        a = breaker_state("ej-a");
+        b = breaker_state("ej-b");
+        return (a == "open" && b == "closed") || (a == "closed" && b == "open");
+      },
+      5s));
+  INFO("ej-a " << a << ", ej-b " << b);
+  auto held = a == "closed" ? "ej-a" : "ej-b";
+  auto st = status();
+  auto& lim = st["ejection_limits"]["/v1/ejection"];
+  CHECK(lim["sources"] == 2);
+  CHECK(lim["ejected"] == 1);
+  CHECK(lim["allowed"] == 1);
+  CHECK(lim["held"] == json::array({held}));
+  CHECK((*source_in(st, held))["held_past_ejection_limit"] == true);
+  // Every call still reached an upstream: none was refused for want of a
+  // source.
+  CHECK(upstream.requests == 8);
+  // The upstream recovers: the held source answers at once (the other
+  // stays open for its 120 s).
+  upstream.failing = false;
+  for (int i = 0; i < 2; ++i) { // two successes clear its window's verdict
+    auto r = post("/v1/ejection");
+    CHECK(r.status == 200);
+    CHECK(r.body == R"({"ok":true})");
+  }
+  CHECK(eventually(
+      [&] {
+        return (*source_in(status(), held))["held_past_ejection_limit"] ==
+               false;
+      },
+      5s));
 }
 
 TEST_CASE_METHOD(node_fixture,

@@ -27,6 +27,52 @@ TEST_CASE("HTTP statuses map to outcome classes") {
   CHECK(classify_http_status(302) == outcome_kind::permanent);
 }
 
+TEST_CASE("a source's status rules move statuses between classes") {
+  status_rules rules;
+  // No rules: the defaults, an empty 200 included.
+  CHECK(rules.classify(404, 10) == outcome_kind::permanent);
+  CHECK(rules.classify(200, 0) == outcome_kind::ok);
+  rules.set(404, outcome_kind::transient);
+  rules.set(503, outcome_kind::permanent);
+  rules.set(529, outcome_kind::rate_limited);
+  CHECK(rules.classify(404, 10) == outcome_kind::transient);
+  CHECK(rules.classify(503, 10) == outcome_kind::permanent);
+  CHECK(rules.classify(529, 0) == outcome_kind::rate_limited);
+  // Others keep their class.
+  CHECK(rules.classify(500, 10) == outcome_kind::transient);
+  CHECK(rules.classify(400, 10) == outcome_kind::permanent);
+  CHECK(rules.classify(200, 0) == outcome_kind::ok);
+  rules.empty_2xx_transient = true;
+  CHECK(rules.classify(200, 0) == outcome_kind::transient);
+  CHECK(rules.classify(204, 0) == outcome_kind::transient);
+  CHECK(rules.classify(200, 1) == outcome_kind::ok);
+  CHECK(rules.classify(404, 0) == outcome_kind::transient);
+}
+
+TEST_CASE("status rules refuse 2xx, out-of-range statuses, ok and timeout "
+          "as classes, and a status classed twice") {
+  status_rules rules;
+  auto refused = [&](int status, outcome_kind kind) {
+    try {
+      rules.set(status, kind);
+    } catch (const std::invalid_argument& e) {
+      return std::string{e.what()};
+    }
+    return std::string{};
+  };
+  using Catch::Contains;
+  CHECK_THAT(refused(200, outcome_kind::transient), Contains("not in [300"));
+  CHECK_THAT(refused(299, outcome_kind::transient), Contains("not in [300"));
+  CHECK_THAT(refused(600, outcome_kind::transient), Contains("not in [300"));
+  CHECK_THAT(refused(-1, outcome_kind::transient), Contains("not in [300"));
+  CHECK_THAT(refused(500, outcome_kind::ok), Contains("classed transient"));
+  CHECK_THAT(refused(500, outcome_kind::timeout),
+             Contains("classed transient"));
+  CHECK(refused(500, outcome_kind::permanent).empty());
+  CHECK_THAT(refused(500, outcome_kind::transient), Contains("classed twice"));
+  CHECK(rules.overrides.size() == 1);
+}
+
 TEST_CASE("Retry-After as delta-seconds") {
   CHECK(parse_retry_after("120", rfc_date) == 120s);
   CHECK(parse_retry_after(" 0 ", rfc_date) == 0s);
