@@ -277,9 +277,23 @@ void record(breaker_actor* self, const call_outcome& out) {
   // if the outcome is current, and extends an open period whatever the
   // outcome's generation, since extending moves no state and a later
   // instant must win over an earlier one.
+  // Opening a closed breaker so is an ejection like any: past a route's
+  // limit it stays closed (the call's own backoff still honours the hint).
   if (m.config().open_on_retry_after && cls == policy::outcome_class::failure &&
-      out.retry_after && (current || m.state() == breaker_state::open))
+      out.retry_after && (current || m.state() == breaker_state::open)) {
+    if (m.state() == breaker_state::closed && st.ejections &&
+        !st.ejections->with([&](policy::ejection_ledger& l) {
+          if (l.try_eject(st.source))
+            return true;
+          // Refused: held only while the window itself calls for opening
+          // (a single hinted failure leaves no mark nothing would clear).
+          if (!m.held())
+            l.restored(st.source);
+          return false;
+        }))
+      return;
     announce_if(self, m.hold_open_until(*out.retry_after, now));
+  }
 }
 
 caf::behavior
@@ -349,7 +363,12 @@ breaker_behavior(breaker_actor* self, std::string source,
         return status_of(self);
       },
       [self](reset_atom) -> breaker_status {
-        announce_if(self, self->state.machine->reset(self->clock().now()));
+        auto& st = self->state;
+        announce_if(self, st.machine->reset(self->clock().now()));
+        // A closed breaker held past an ejection limit is reset too.
+        if (st.ejections)
+          st.ejections->with(
+              [&](policy::ejection_ledger& l) { l.restored(st.source); });
         return status_of(self);
       },
       // Another node's verdict on the same source (see

@@ -49,6 +49,10 @@ struct running_attempt {
   /// own loop (`direct_attempts`): its id there (0: asked by message).
   uint64_t direct_id = 0;
   std::weak_ptr<direct_attempts> direct;
+  /// Its interval in the call's stall clock.
+  policy::stall_clock::attempt_id clock_id = 0;
+  /// Started beside a slow attempt (hedging), not after a failed one.
+  bool hedge = false;
 
   /// Closes a direct attempt upstream (it was abandoned, or the governor
   /// terminates with it in flight).
@@ -64,6 +68,10 @@ struct running_attempt {
 /// The answer to an attempt started directly, sent by the source's client
 /// to the governor: (direct_done, attempt seq, source_reply).
 using direct_done_atom = caf::atom_constant<caf::atom("dirdone")>;
+
+/// The hedge timer of an attempt: a request to itself, never answered,
+/// whose timeout is the hedge delay (see arm_first_byte_timer).
+using hedge_timer_atom = caf::atom_constant<caf::atom("hedgetmr")>;
 
 // What a backoff or poll timer does when it fires.
 enum class after_sleep { next_round, stall_check_then_round };
@@ -81,7 +89,15 @@ struct governor_state {
   policy::small_rng rng;
   /// The source of the last failed attempt: tried last next round.
   std::optional<size_t> last_failed;
-  std::optional<running_attempt> current;
+  /// Attempts in flight: one, or more while hedging (in start order).
+  std::vector<running_attempt> running;
+  /// Hedged attempts started so far (at most the policy's `max_hedged`).
+  uint32_t hedges = 0;
+  /// Failures while another attempt was still out (hedging): the longest
+  /// upstream hint among them, and whether one was a 429 -- kept for the
+  /// backoff once the last attempt of the group has failed too.
+  std::optional<duration> group_hint;
+  bool group_rate_limited = false;
   /// Only the latest timer counts; earlier ones are stale.
   uint64_t timer_seq = 0;
   after_sleep on_wake = after_sleep::next_round;
@@ -110,8 +126,8 @@ struct governor_state {
   /// watching it -- cancellation is this. (An actor the scheduler releases
   /// at its stop is not finalized; its attempt then ends with the loops.)
   ~governor_state() {
-    if (current)
-      current->cancel_direct();
+    for (auto& a : running)
+      a.cancel_direct();
   }
 
   const route_plan& route() const { return *cfg.route; }
@@ -124,6 +140,15 @@ struct governor_state {
 using governor_actor = caf::stateful_actor<governor_state>;
 
 void next_round(governor_actor* self);
+void retry_budget_spent(governor_actor* self);
+void cancel_others(governor_actor* self, uint64_t keep);
+
+running_attempt* find_running(governor_state& st, uint64_t seq) {
+  for (auto& a : st.running)
+    if (a.seq == seq)
+      return &a;
+  return nullptr;
+}
 
 // -- phases -------------------------------------------------------------------
 
@@ -142,6 +167,7 @@ void enter(governor_actor* self, governor_phase to) {
 
 void finish(governor_actor* self, call_result result) {
   auto& st = self->state;
+  cancel_others(self, 0); // attempts still out lost (hedging)
   enter(self, governor_phase::finished);
   result.attempts = std::move(st.attempts);
   if (st.clock) {
@@ -265,18 +291,23 @@ bool is_timeout(const caf::error& err) {
          err.code() == static_cast<uint8_t>(caf::sec::request_timeout);
 }
 
-void on_outcome(governor_actor* self, source_reply reply) {
+void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   auto& st = self->state;
-  auto cur = std::move(*st.current);
-  st.current.reset();
-  st.retry_slot.reset(); // the retry, if it was one, is over
+  auto it = std::find_if(st.running.begin(), st.running.end(),
+                         [seq](const running_attempt& a) { return a.seq == seq; });
+  if (it == st.running.end())
+    return; // abandoned or cancelled meanwhile
+  auto cur = std::move(*it);
+  st.running.erase(it);
+  if (st.running.empty())
+    st.retry_slot.reset(); // the retry, if it was one, is over
   auto now = self->clock().now();
   const auto& pol = st.policy();
   const auto& src = st.route().sources[cur.source];
   // An attempt that does not spend the retry budget (a 429 of a kind whose
   // 429s are load) goes back to the stall account.
   bool spends = policy::spends_retry(pol, reply.kind);
-  st.clock->end_attempt(now, !spends);
+  st.clock->end_attempt(cur.clock_id, now, !spends);
   auto in_flight = src.tier->load().in_use;
   release_source_permit(self, cur.source, cur.permit);
   // The gate adjusts the AIMD limit, then wakes governors waiting for a
@@ -294,23 +325,28 @@ void on_outcome(governor_actor* self, source_reply reply) {
                                        policy::retry_after_saturation);
   self->send(src.breaker.actor, record_atom_v, out);
   st.attempts.push_back(
-      {src.name, reply.kind, reply.status, now - cur.started});
+      {src.name, reply.kind, reply.status, now - cur.started, cur.hedge});
   if (st.committed) {
     // Bytes went to the caller: whatever happened, this attempt is the
     // answer. A failure now cannot be retried; the caller ends its stream
     // with an error.
     if (reply.kind == outcome_kind::ok)
       note_progress(self);
+    st.attempts.back().won = true;
     finish(self, streamed_result(src.name, std::move(reply)));
     return;
   }
   switch (reply.kind) {
   case outcome_kind::ok:
+    // The first complete answer wins; hedged attempts still out are
+    // cancelled (finish) and their upstream requests closed.
     note_progress(self);
+    st.attempts.back().won = true;
     finish(self, answer_result(src.name, std::move(reply)));
     return;
   case outcome_kind::permanent:
     // Fail fast: the request itself is wrong; no retry, no stall check.
+    st.attempts.back().won = true;
     finish(self, answer_result(src.name, std::move(reply)));
     return;
   case outcome_kind::rate_limited:
@@ -321,6 +357,23 @@ void on_outcome(governor_actor* self, source_reply reply) {
   if (spends)
     ++st.fails;
   st.last_failed = cur.source;
+  // Hedging: another attempt is still out; its answer decides what next.
+  // This failure's hint is kept for the backoff after the last one.
+  if (!st.running.empty()) {
+    if (reply.retry_after &&
+        (!st.group_hint || *reply.retry_after > *st.group_hint))
+      st.group_hint = reply.retry_after;
+    st.group_rate_limited =
+        st.group_rate_limited || reply.kind == outcome_kind::rate_limited;
+    return;
+  }
+  if (st.group_hint && (!reply.retry_after ||
+                        *st.group_hint > *reply.retry_after))
+    reply.retry_after = st.group_hint;
+  bool rate_limited =
+      reply.kind == outcome_kind::rate_limited || st.group_rate_limited;
+  st.group_hint.reset();
+  st.group_rate_limited = false;
   auto delay = policy::backoff_delay(pol.backoff, st.fails, st.uniform(),
                                      reply.retry_after);
   if (st.fails >= pol.max_attempts) {
@@ -340,32 +393,74 @@ void on_outcome(governor_actor* self, source_reply reply) {
   // (429 may not spend the retry budget); other failures spend it.
   enter(self, governor_phase::backing_off);
   sleep_for(self, delay,
-            reply.kind == outcome_kind::rate_limited
-                ? after_sleep::stall_check_then_round
-                : after_sleep::next_round);
+            rate_limited ? after_sleep::stall_check_then_round
+                         : after_sleep::next_round);
 }
 
 bool is_current(governor_state& st, uint64_t seq) {
-  return st.current && st.current->seq == seq;
+  return find_running(st, seq) != nullptr;
+}
+
+// Stops attempt `a` upstream without its answer: a runner is killed (the
+// source sees its requester terminate), a direct attempt closed, a
+// self-timed source told to cancel.
+void stop_attempt(governor_actor* self, running_attempt& a) {
+  if (a.direct_id != 0) {
+    a.cancel_direct();
+  } else if (a.runner) {
+    self->unlink_from(a.runner);
+    self->send_exit(a.runner, caf::exit_reason::kill);
+  } else {
+    const auto& src = self->state.route().sources[a.source];
+    self->send(caf::actor_cast<caf::actor>(src.actor), cancel_atom_v);
+  }
+}
+
+// Hedging: the attempts still out other than `keep` (0: all) lost -- the
+// call has its answer, or its stream's first bytes came from `keep`. Each
+// is stopped upstream, its permit returned, its time kept productive, and
+// it is listed in the call's attempts as cancelled. Its breaker hears
+// nothing: an attempt cut short is no verdict on the source.
+void cancel_others(governor_actor* self, uint64_t keep) {
+  auto& st = self->state;
+  if (st.running.empty())
+    return;
+  auto now = self->clock().now();
+  std::vector<running_attempt> kept;
+  for (auto& a : st.running) {
+    if (a.seq == keep) {
+      kept.push_back(std::move(a));
+      continue;
+    }
+    stop_attempt(self, a);
+    const auto& src = st.route().sources[a.source];
+    release_source_permit(self, a.source, a.permit);
+    // The freed permit may let a waiting governor go; an unused probe
+    // lease goes back to its breaker at once (not when we terminate).
+    self->send(src.gate, wake_atom_v);
+    if (a.verdict.lease != 0)
+      self->send(src.breaker.actor, lease_expire_atom_v, a.verdict.lease);
+    if (st.clock)
+      st.clock->end_attempt(a.clock_id, now, false);
+    attempt_record r{st.route().sources[a.source].name,
+                     outcome_kind::transient, 0, now - a.started, a.hedge};
+    r.cancelled = true;
+    st.attempts.push_back(std::move(r));
+  }
+  st.running = std::move(kept);
 }
 
 // The attempt ends without the source's answer (timed out, or its runner
 // failed): stop it. A runner is killed (the source sees its requester
 // terminate); a self-timed source is told to cancel.
-void abandon_attempt(governor_actor* self, outcome_kind kind) {
-  auto& cur = *self->state.current;
-  if (cur.direct_id != 0) {
-    cur.cancel_direct();
-  } else if (cur.runner) {
-    self->unlink_from(cur.runner);
-    self->send_exit(cur.runner, caf::exit_reason::kill);
-  } else {
-    const auto& src = self->state.route().sources[cur.source];
-    self->send(caf::actor_cast<caf::actor>(src.actor), cancel_atom_v);
-  }
+void abandon_attempt(governor_actor* self, uint64_t seq, outcome_kind kind) {
+  auto cur = find_running(self->state, seq);
+  if (cur == nullptr)
+    return;
+  stop_attempt(self, *cur);
   source_reply r;
   r.kind = kind;
-  on_outcome(self, std::move(r));
+  on_outcome(self, seq, std::move(r));
 }
 
 // The TTFT timer of a streamed attempt. Not a `delayed_send`: in CAF 0.17
@@ -379,9 +474,9 @@ void arm_first_byte_timer(governor_actor* self, duration ttft, uint64_t tag) {
       .then([] {},
             [self, tag](caf::error& err) {
               auto& st = self->state;
-              if (is_timeout(err) && st.current && st.current->tag == tag &&
-                  !st.committed)
-                abandon_attempt(self, outcome_kind::timeout);
+              // tag == the attempt's seq (streamed calls)
+              if (is_timeout(err) && is_current(st, tag) && !st.committed)
+                abandon_attempt(self, tag, outcome_kind::timeout);
             });
 }
 
@@ -390,14 +485,11 @@ void arm_first_byte_timer(governor_actor* self, duration ttft, uint64_t tag) {
 template <class Request>
 void await_answer(governor_actor* self, Request&& request, uint64_t seq) {
   std::forward<Request>(request).then(
-      [self, seq](source_reply& reply) {
-        if (is_current(self->state, seq))
-          on_outcome(self, std::move(reply));
-      },
+      [self, seq](source_reply& reply) { on_outcome(self, seq, std::move(reply)); },
       [self, seq](caf::error& err) {
-        if (is_current(self->state, seq))
-          abandon_attempt(self, is_timeout(err) ? outcome_kind::timeout
-                                                : outcome_kind::transient);
+        abandon_attempt(self, seq,
+                        is_timeout(err) ? outcome_kind::timeout
+                                        : outcome_kind::transient);
       });
 }
 
@@ -426,18 +518,21 @@ bool start_direct(governor_actor* self, const source_handle& src,
                 e.what());
     source_reply r;
     r.kind = outcome_kind::transient;
-    on_outcome(self, std::move(r));
+    on_outcome(self, seq, std::move(r));
     return true;
   }
   if (id == 0)
     return false;
-  self->state.current->direct_id = id;
-  self->state.current->direct = direct;
+  auto cur = find_running(self->state, seq);
+  cur->direct_id = id;
+  cur->direct = direct;
   return true;
 }
 
+void arm_hedge_timer(governor_actor* self, uint64_t seq);
+
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
-                   const breaker_verdict& verdict) {
+                   const breaker_verdict& verdict, bool hedge = false) {
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
   auto seq = ++st.attempt_seq;
@@ -454,9 +549,15 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
     request.stream_tag = tag;
   }
   auto now = self->clock().now();
-  enter(self, governor_phase::attempting);
-  st.clock->begin_attempt(now);
-  st.current = running_attempt{seq, idx, permit, verdict, now, {}, tag, 0, {}};
+  if (st.phase != governor_phase::attempting) // a hedge joins one under way
+    enter(self, governor_phase::attempting);
+  running_attempt a{seq, idx, permit, verdict, now, {}, tag, 0, {}};
+  a.clock_id = st.clock->begin_attempt(now);
+  a.hedge = hedge;
+  if (hedge)
+    ++st.hedges;
+  st.running.push_back(std::move(a));
+  arm_hedge_timer(self, seq);
   auto limit = st.policy().attempt_timeout;
   if (auto ttft = st.policy().ttft_timeout) {
     if (tag != 0) // streamed: the first chunk must come within the TTFT
@@ -477,14 +578,35 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   }
   auto runner =
       self->spawn<caf::linked>(attempt_runner, src.actor, std::move(request));
-  st.current->runner = runner;
+  find_running(st, seq)->runner = runner;
   await_answer(self, self->request(runner, limit, run_atom_v), seq);
 }
 
 // -- selection ----------------------------------------------------------------
 
+// Tries the sources of `order` from the `i`th on. A hedge (`hedge`) skips
+// sources with an attempt out, and finding none just goes without: the
+// attempt under way goes on, nothing waits.
+// `hedge_for`: the attempt a hedge is for (0: an ordinary round).
+bool running_at(const governor_state& st, size_t idx) {
+  return std::any_of(st.running.begin(), st.running.end(),
+                     [idx](auto& a) { return a.source == idx; });
+}
+
+// A hedge whose moment passed while its breaker answered: the attempt it
+// was for is over (a later round's attempt is not it), the stream began,
+// or another attempt took that source meanwhile.
+bool stale_hedge(const governor_state& st, uint64_t hedge_for, size_t idx) {
+  return st.phase != governor_phase::attempting || st.committed ||
+         !std::any_of(st.running.begin(), st.running.end(),
+                      [hedge_for](auto& a) { return a.seq == hedge_for; }) ||
+         running_at(st, idx);
+}
+
 void try_candidate(governor_actor* self,
-                   std::shared_ptr<const std::vector<size_t>> order, size_t i) {
+                   std::shared_ptr<const std::vector<size_t>> order, size_t i,
+                   uint64_t hedge_for = 0) {
+  bool hedge = hedge_for != 0;
   auto& st = self->state;
   // A source skipped at once (breaker open, tier full, no quota token) is
   // the loop's next turn, not a call: a 1,000-source route was 1,000 stack
@@ -492,11 +614,24 @@ void try_candidate(governor_actor* self,
   for (; i < order->size(); ++i) {
     auto idx = (*order)[i];
     const auto& src = st.route().sources[idx];
+    if (hedge && running_at(st, idx))
+      continue;
     // The mirror skips an open breaker without a message.
     if (src.breaker.is_open() || !src.tier->try_acquire())
       continue;
     auto permit = src.tier->next_permit_id();
     attach_permit(self, src.tier, src.gate, permit);
+    // A round after a failed attempt is a retry: once a source could take
+    // it, it needs the route budget's slot (a hedge does not).
+    if (!hedge && st.route().retry_budget && !st.attempts.empty() &&
+        !st.retry_slot) {
+      st.retry_slot = st.route().retry_budget->try_retry();
+      if (!st.retry_slot) {
+        release_source_permit(self, idx, permit);
+        retry_budget_spent(self);
+        return;
+      }
+    }
     auto seen = src.breaker.mirror->load();
     // Rate quota: a token per attempt. Taken before the breaker's answer,
     // so a rejected attempt spends a token (conservative: never over the
@@ -519,28 +654,41 @@ void try_candidate(governor_actor* self,
       breaker_verdict go;
       go.what = breaker_verdict::decision::go;
       go.generation = seen.generation;
-      start_attempt(self, idx, permit, go);
+      start_attempt(self, idx, permit, go, hedge);
       return;
     }
     self->request(src.breaker.actor, caf::infinite, allow_atom_v)
         .then(
-            [self, order, i, idx, permit](const breaker_verdict& v) {
-              if (v.may_go()) {
-                start_attempt(self, idx, permit, v);
+            [self, order, i, idx, permit, hedge_for,
+             hedge](const breaker_verdict& v) {
+              auto& st = self->state;
+              if (hedge && stale_hedge(st, hedge_for, idx)) {
+                release_source_permit(self, idx, permit);
+                if (v.lease != 0) // an unused probe lease goes back
+                  self->send(st.route().sources[idx].breaker.actor,
+                             lease_expire_atom_v, v.lease);
                 return;
               }
-              auto& st = self->state;
+              if (v.may_go()) {
+                start_attempt(self, idx, permit, v, hedge);
+                return;
+              }
               if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
                 st.soonest_retry = v.retry_at;
               release_source_permit(self, idx, permit);
-              try_candidate(self, order, i + 1);
+              try_candidate(self, order, i + 1, hedge_for);
             },
-            [self, order, i, idx, permit](caf::error&) {
+            [self, order, i, idx, permit, hedge_for](caf::error&) {
               release_source_permit(self, idx, permit);
-              try_candidate(self, order, i + 1);
+              if (hedge_for != 0 &&
+                  stale_hedge(self->state, hedge_for, idx))
+                return;
+              try_candidate(self, order, i + 1, hedge_for);
             });
     return;
   }
+  if (hedge)
+    return; // no other source free now: no hedge
   // No attempt this round: a retry slot is not held while waiting.
   st.retry_slot.reset();
   check_stall(self, [self] { wait_for_source(self); });
@@ -551,17 +699,53 @@ void try_candidate(governor_actor* self,
 // by the stall check like any wait -- and ask again.
 void retry_budget_spent(governor_actor* self) {
   auto& st = self->state;
+  // A wait of its route's own making: judged by the call's stall time
+  // alone (the scope progressing -- other calls succeeding -- must not keep
+  // it waiting for ever).
   if (st.route().retry_budget->config().when_spent ==
-      policy::when_budget_spent::fail) {
+          policy::when_budget_spent::fail ||
+      policy::local_stall_exceeded(st.clock->stalled(self->clock().now()),
+                                   st.policy().stall_window)) {
     exhausted(self, "retry_budget");
     return;
   }
-  check_stall(self, [self] {
-    auto& st = self->state;
-    enter(self, governor_phase::waiting);
-    sleep_for(self, policy::poll_delay(st.policy().poll_interval, st.uniform()),
-              after_sleep::next_round);
-  });
+  enter(self, governor_phase::waiting);
+  sleep_for(self, policy::poll_delay(st.policy().poll_interval, st.uniform()),
+            after_sleep::next_round);
+}
+
+// An attempt still out after the kind's `hedge_after` with no first byte
+// (no answer; for a stream, no chunk): start one more on another runnable
+// source, up to `max_hedged` per call. Both run; the first complete answer
+// wins (on_outcome), the first chunk of a stream commits to its attempt.
+void hedge(governor_actor* self, uint64_t seq) {
+  auto& st = self->state;
+  if (st.phase != governor_phase::attempting || st.committed ||
+      !is_current(st, seq) || st.hedges >= st.policy().max_hedged)
+    return;
+  const auto& route = st.route();
+  auto order = policy::source_order(route.sources.size(), route.weights,
+                                    st.last_failed, st.rng);
+  try_candidate(
+      self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0,
+      seq);
+}
+
+// Arms attempt `seq`'s hedge timer, if the kind hedges and may still. A
+// request to itself that times out, as the TTFT timer (no strong
+// reference from the clock).
+void arm_hedge_timer(governor_actor* self, uint64_t seq) {
+  auto& st = self->state;
+  const auto& pol = st.policy();
+  if (!pol.hedge_after || st.hedges >= pol.max_hedged || st.committed)
+    return;
+  self->request(caf::actor_cast<caf::actor>(self), *pol.hedge_after,
+                hedge_timer_atom::value, seq)
+      .then([] {},
+            [self, seq](caf::error& err) {
+              if (is_timeout(err))
+                hedge(self, seq);
+            });
 }
 
 void next_round(governor_actor* self) {
@@ -570,14 +754,6 @@ void next_round(governor_actor* self) {
   st.soonest_retry.reset();
   st.next_token.reset();
   const auto& route = st.route();
-  // A round after a failed attempt is a retry: it needs the budget's slot.
-  if (route.retry_budget && !st.attempts.empty() && !st.retry_slot) {
-    st.retry_slot = route.retry_budget->try_retry();
-    if (!st.retry_slot) {
-      retry_budget_spent(self);
-      return;
-    }
-  }
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
   try_candidate(
@@ -666,21 +842,31 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
       },
       [self](freed_atom, const std::string&) { wake_early(self); },
       [self](direct_done_atom, uint64_t seq, source_reply& reply) {
-        auto& st = self->state;
-        if (!is_current(st, seq))
+        auto cur = find_running(self->state, seq);
+        if (cur == nullptr)
           return; // abandoned meanwhile
-        st.current->direct_id = 0;
-        on_outcome(self, std::move(reply));
+        cur->direct_id = 0;
+        on_outcome(self, seq, std::move(reply));
       },
       [self](stream_chunk_atom, uint64_t tag, std::string& bytes) {
         auto& st = self->state;
-        if (!st.current || st.current->tag != tag || bytes.empty())
-          return; // from an attempt that is over
-        st.committed = true;
+        // tag == the attempt's seq; chunks of an attempt that is over (or
+        // lost to another) are dropped.
+        if (tag == 0 || !is_current(st, tag) || bytes.empty())
+          return;
+        if (!st.committed) {
+          // The first bytes commit the call to this attempt: no retry, no
+          // failover, and hedged attempts still out are cancelled. A
+          // retry that streams is no longer one in the budget's sense.
+          st.committed = true;
+          cancel_others(self, tag);
+          st.retry_slot.reset();
+        }
         st.delivery->chunk(self, std::move(bytes));
       },
-      // Our own TTFT timer (see arm_first_byte_timer): never answered.
+      // Our own TTFT and hedge timers: never answered.
       [](first_byte_atom, uint64_t) { return caf::delegated<void>{}; },
+      [](hedge_timer_atom, uint64_t) { return caf::delegated<void>{}; },
       [self](status_atom) {
         auto& st = self->state;
         auto now = self->clock().now();

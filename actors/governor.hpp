@@ -23,6 +23,9 @@ namespace sluice {
 /// built; governors hold it by `shared_ptr`.
 struct route_plan {
   std::string name;
+  /// Names this source list in /status: the route's name, or "ROUTE model
+  /// PATTERN" for one of its model entries.
+  std::string label;
   /// Calls whose progress is judged together (default: the route's name).
   std::string scope;
   /// In preference order.

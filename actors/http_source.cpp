@@ -76,6 +76,7 @@ void validate(const http_source_config& cfg) {
         std::getenv(value.substr(4).c_str()) == nullptr)
       throw field_error("headers." + name, "environment variable " +
                                                value.substr(4) + " is not set");
+  policy::validate(cfg.statuses);
   if (cfg.connect_timeout <= duration::zero())
     throw field_error("connect_timeout", "must be positive");
   if (cfg.first_byte_timeout <= duration::zero())

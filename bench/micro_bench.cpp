@@ -91,9 +91,9 @@ void stall_clock_attempt(benchmark::State& st) {
   uint64_t i = 0;
   for (auto _ : st) {
     now += 1ms;
-    c.begin_attempt(now);
+    auto id = c.begin_attempt(now);
     now += 2ms;
-    c.end_attempt(now, ++i % 4 == 0);
+    c.end_attempt(id, now, ++i % 4 == 0);
     benchmark::DoNotOptimize(c.stalled(now));
   }
 }

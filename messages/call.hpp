@@ -101,6 +101,13 @@ struct attempt_record {
   policy::outcome_kind kind;
   int status;
   duration elapsed;
+  /// Started beside a slow attempt (hedging), not after a failed one.
+  bool hedge = false;
+  /// Its answer is the call's (a success, a permanent error passed on, or
+  /// the stream the caller got).
+  bool won = false;
+  /// Stopped without an answer: another attempt won (`kind` means nothing).
+  bool cancelled = false;
 };
 
 /// How a governed call ended.
@@ -150,6 +157,19 @@ struct call_result {
   duration productive{};
 
   bool ok() const noexcept { return status == call_status::ok; }
+
+  /// The call's time at upstreams: its attempts' time summed, or, when
+  /// attempts overlapped (hedging), the stall clock's union of them
+  /// (`productive`; a 429's time, refunded there, is then left out).
+  duration upstream_time() const noexcept {
+    duration sum{};
+    bool overlapped = false;
+    for (auto& a : attempts) {
+      sum += a.elapsed;
+      overlapped = overlapped || a.hedge;
+    }
+    return overlapped ? productive : sum;
+  }
 };
 
 /// A governor's accounts, for status pages and tests.

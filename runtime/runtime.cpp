@@ -351,6 +351,16 @@ http_source runtime::add_http_source(const std::string& name,
   return s;
 }
 
+namespace {
+
+// Names one model entry of a route in /status (its retry budget, its
+// ejection limit).
+std::string model_label(const std::string& route, const std::string& pattern) {
+  return route + " model " + pattern;
+}
+
+} // namespace
+
 void runtime::add_route(route_config r) {
   auto key = "routes." + r.name;
   if (r.name.empty())
@@ -386,9 +396,10 @@ void runtime::add_route(route_config r) {
     throw config_error(key, "a route with this name already exists");
   auto make_plan = [&](const std::vector<std::string>& sources,
                        const std::vector<double>& weights,
-                       std::string plan_scope) {
+                       std::string plan_scope, std::string label) {
     auto plan = std::make_shared<route_plan>();
     plan->name = r.name;
+    plan->label = std::move(label);
     plan->scope = std::move(plan_scope);
     plan->weights = weights;
     plan->policy = kind->second;
@@ -401,18 +412,18 @@ void runtime::add_route(route_config r) {
     return plan;
   };
   if (!r.sources.empty())
-    entry.fallback = make_plan(r.sources, r.weights, scope);
+    entry.fallback = make_plan(r.sources, r.weights, scope, r.name);
   for (auto& m : r.models)
-    entry.by_model.push_back(make_plan(m.sources,
-                                       m.weights,
-                                       scope + " model " + m.pattern));
+    entry.by_model.push_back(make_plan(m.sources, m.weights,
+                                       scope + " model " + m.pattern,
+                                       model_label(r.name, m.pattern)));
   // Each source list is limited apart, as each is a route's way to serve.
   if (r.max_ejection_percent)
     ejections_->with([&](policy::ejection_ledger& l) {
       if (!r.sources.empty())
         l.add_route(r.name, r.sources, *r.max_ejection_percent);
       for (auto& m : r.models)
-        l.add_route(r.name + " model " + m.pattern, m.sources,
+        l.add_route(model_label(r.name, m.pattern), m.sources,
                     *r.max_ejection_percent);
     });
   routes_.emplace(r.name, std::move(entry));
@@ -485,7 +496,7 @@ std::vector<runtime::budget_status> runtime::retry_budgets() const {
   auto add = [&](const std::shared_ptr<const route_plan>& plan) {
     if (plan && plan->retry_budget) {
       auto s = plan->retry_budget->load();
-      out.push_back({plan->name, plan->scope, s.active, s.retrying,
+      out.push_back({plan->label, plan->scope, s.active, s.retrying,
                      plan->retry_budget->allowed(s.active), s.refused});
     }
   };

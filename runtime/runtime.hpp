@@ -284,8 +284,9 @@ public:
 
   /// One source list's retry budget, as `/status` shows it.
   struct budget_status {
-    std::string route;
-    /// Names the list: the route's scope, or "SCOPE model PATTERN".
+    /// Names the list: the route's name, or "ROUTE model PATTERN".
+    std::string label;
+    /// The scope its calls' progress is judged in.
     std::string scope;
     uint32_t active = 0;
     uint32_t retrying = 0;

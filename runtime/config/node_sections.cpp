@@ -258,7 +258,9 @@ void read_kind(table_reader& r, policy::call_policy& p) {
                    "rate_limit_spends_retry"),
                span_field<&call_policy::attempt_timeout>("timeout_s"),
                span_field<&call_policy::ttft_timeout>("ttft_timeout_s"),
-               span_field<&call_policy::max_retry_after>("max_retry_after_s")});
+               span_field<&call_policy::max_retry_after>("max_retry_after_s"),
+               span_field<&call_policy::hedge_after>("hedge_after_s"),
+               count_field<&call_policy::max_hedged>("max_hedged")});
   read_fields(r, p.backoff,
               {span_field<&backoff_config::base>("backoff_base_s"),
                span_field<&backoff_config::cap>("backoff_cap_s"),

@@ -130,10 +130,16 @@ void read_statuses(table_reader& r, policy::status_rules& rules) {
     for (auto& n : *list) {
       if (!n.is_integer())
         r.fail(key, "must be an array of HTTP statuses (integers)", &n);
+      auto status = *n.value<int64_t>();
+      if (status < policy::first_classed_status ||
+          status > policy::last_classed_status)
+        r.fail(key,
+               "status " + std::to_string(status) +
+                   " is not in [300, 599] (a 2xx is a success; see "
+                   "empty_2xx_transient)",
+               &n);
       try {
-        rules.set(static_cast<int>(std::clamp<int64_t>(
-                      *n.value<int64_t>(), -1, 1000)),
-                  kind);
+        rules.set(static_cast<int>(status), kind);
       } catch (const field_error& e) {
         r.fail(key, e.problem(), &n);
       }

@@ -51,6 +51,8 @@ std::string access_line(const access_record& r) {
        {"error", text_or_null(r.error)},
        {"source", text_or_null(r.source)},
        {"attempts", r.attempts},
+       {"hedged", r.hedged},
+       {"won_attempt", r.won_attempt == 0 ? json(nullptr) : json(r.won_attempt)},
        {"total_ms", std::round(ms_of(r.total) * 1000) / 1000},
        {"upstream_ms", std::round(ms_of(r.upstream) * 1000) / 1000},
        {"overhead_us",

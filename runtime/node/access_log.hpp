@@ -33,16 +33,22 @@ struct access_record {
   /// The source that answered (empty: none).
   std::string source;
   uint32_t attempts = 0;
+  /// Of those, hedged attempts (started beside a slow one).
+  uint32_t hedged = 0;
+  /// Which attempt's answer the client got, counted from 1 in the order
+  /// attempts ended (0: none).
+  uint32_t won_attempt = 0;
   /// From the request's header read to its answer (written, or its
   /// stream's end).
   duration total{};
-  /// The attempts' time at upstreams (summed).
+  /// The attempts' time at upstreams (`call_result::upstream_time`: summed,
+  /// or their union when hedged attempts overlapped).
   duration upstream{};
 };
 
 /// The JSON line of `r` (no newline): `time` (UTC, ISO 8601 with ms),
 /// `request_id`, `method`, `path`, `model`, `key`, `status`, `error`,
-/// `source`, `attempts`, `total_ms`, `upstream_ms`, `overhead_us` (total
+/// `source`, `attempts`, `hedged`, `won_attempt` (null: none), `total_ms`, `upstream_ms`, `overhead_us` (total
 /// minus upstream: the node's own time, admission waits and backoff
 /// included). Empty strings are null. Invalid UTF-8 is replaced.
 std::string access_line(const access_record& r);

@@ -169,8 +169,13 @@ void connection::on_result(call_result r) {
   front_.metrics.record(route_, r, elapsed);
   rec_.source = r.source;
   rec_.attempts = static_cast<uint32_t>(r.attempts.size());
-  for (auto& a : r.attempts)
-    rec_.upstream += a.elapsed;
+  rec_.upstream = r.upstream_time();
+  for (size_t i = 0; i < r.attempts.size(); ++i) {
+    auto& a = r.attempts[i];
+    rec_.hedged += a.hedge ? 1 : 0;
+    if (a.won)
+      rec_.won_attempt = static_cast<uint32_t>(i + 1);
+  }
   rec_.error = access_error(r);
   if (closed_ || r.status == call_status::cancelled) {
     log_access(client_closed_status);

@@ -37,8 +37,12 @@ void node_metrics::record(const std::string& route, const call_result& r,
     ++rejections_by_tier_[std::string{to_string(*r.busy_tier)}];
   if (r.status == call_status::all_sources_exhausted)
     ++verdicts_[r.reason];
+  // A hedged attempt cancelled because another won is no outcome of its
+  // source's: counted apart, never as an error.
   for (auto& a : r.attempts)
-    ++attempts_[{a.source, std::string{policy::to_string(a.kind)}}];
+    ++attempts_[{a.source, a.cancelled
+                               ? std::string{"cancelled"}
+                               : std::string{policy::to_string(a.kind)}}];
   latency_[route].add(latency_buckets, secs);
   call_figures f;
   f.status = r.status == call_status::all_sources_exhausted && !r.reason.empty()
@@ -58,9 +62,7 @@ void node_metrics::record(const std::string& route, const call_result& r,
     ring.calls[ring.next] = std::move(f);
   ring.next = (ring.next + 1) % recent_calls_per_route;
   if (!r.attempts.empty()) {
-    auto upstream = duration::zero();
-    for (auto& a : r.attempts)
-      upstream += a.elapsed;
+    auto upstream = r.upstream_time();
     auto overhead = std::max(elapsed - upstream, duration::zero());
     overhead_.add(overhead_buckets,
                   std::chrono::duration<double>(overhead).count());

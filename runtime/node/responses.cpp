@@ -132,8 +132,10 @@ response render(const call_result& r, bool keep_alive, unsigned version) {
     for (auto& a : r.attempts)
       attempts.push_back(
           {{"source", a.source},
-           {"outcome", std::string{policy::to_string(a.kind)}},
+           {"outcome", a.cancelled ? std::string{"cancelled"}
+                                   : std::string{policy::to_string(a.kind)}},
            {"status", a.status},
+           {"hedge", a.hedge},
            {"elapsed_s", std::chrono::duration<double>(a.elapsed).count()}});
     body["error"]["attempts"] = std::move(attempts);
     return error_response_from(*code, body, keep_alive, version,

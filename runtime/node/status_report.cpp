@@ -198,10 +198,11 @@ json status_json(front_state& front, json scopes) {
              {"probes_claimed", r->probes_claimed.load()},
              {"probes_deferred", r->probes_deferred.load()},
              {"redis_errors", r->errors.load()}};
-  // Each source list with a retry budget, by its scope.
+  // Each source list with a retry budget: a route, or one of its model
+  // entries ("ROUTE model PATTERN"), as the ejection limits below.
   json budgets = json::object();
   for (auto& b : front.rt.retry_budgets())
-    budgets[b.scope] = {{"route", b.route},
+    budgets[b.label] = {{"scope", b.scope},
                         {"active_calls", b.active},
                         {"retries_in_flight", b.retrying},
                         {"retries_allowed", b.allowed},

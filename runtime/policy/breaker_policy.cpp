@@ -127,9 +127,15 @@ breaker_policy::record(uint64_t generation, bool failed, duration elapsed,
     held_ = false;
     return std::nullopt;
   }
-  if (may_open && !may_open()) {
-    held_ = true;
-    return std::nullopt;
+  if (may_open) {
+    // Held: only a failed or slow outcome asks again -- a success must
+    // never be what takes a recovering source out.
+    if (held_ && !s.failed && !s.slow)
+      return std::nullopt;
+    if (!may_open()) {
+      held_ = true;
+      return std::nullopt;
+    }
   }
   held_ = false;
   open(now, now);
@@ -148,6 +154,7 @@ std::optional<breaker_transition> breaker_policy::isolate(time_point now) {
 
 std::optional<breaker_transition> breaker_policy::reset(time_point now) {
   isolated_ = false;
+  held_ = false;
   consecutive_opens_ = 0;
   std::visit([](auto& w) { w.clear(); }, window_);
   if (state_ == breaker_state::closed)

@@ -39,6 +39,11 @@ void validate(const call_policy& cfg) {
   if (cfg.max_retry_after <= duration::zero() ||
       cfg.max_retry_after > max_retry_after_limit)
     refuse("max_retry_after", "must be in (0, 86400] seconds");
+  if (cfg.hedge_after)
+    positive("hedge_after", *cfg.hedge_after);
+  if (cfg.max_hedged > max_hedged_limit)
+    refuse("max_hedged",
+           "must be in [0, " + std::to_string(max_hedged_limit) + "]");
   if (cfg.ttft_timeout) {
     positive("ttft_timeout", *cfg.ttft_timeout);
     if (cfg.stall_window < *cfg.ttft_timeout)

@@ -42,7 +42,18 @@ struct call_policy {
   /// the call at once (`retry_after_too_long`) with the hint passed on,
   /// instead of sleeping on its admission permits.
   duration max_retry_after = std::chrono::seconds{60};
+  /// Hedging (Polly's hedging, Envoy's `hedge_policy`): an attempt with no
+  /// first byte (no answer; for a stream, no chunk) after this long gets
+  /// another attempt beside it on another runnable source; the first
+  /// complete answer wins and the others are cancelled. Unset: no hedging.
+  std::optional<duration> hedge_after;
+  /// Hedged attempts per call, at most (with `hedge_after`).
+  uint32_t max_hedged = 1;
 };
+
+/// Most hedged attempts a call may start: each holds a source permit and
+/// an upstream request beside the call's own attempt.
+constexpr uint32_t max_hedged_limit = 10;
 
 /// Throws `std::invalid_argument` naming the field of the first nonsense
 /// setting. Keeps the seed's conservative check `stall_window >=

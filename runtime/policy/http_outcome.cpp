@@ -31,6 +31,12 @@ outcome_kind status_rules::classify(int status,
   return kind;
 }
 
+void validate(const status_rules& rules) {
+  status_rules check;
+  for (auto& [status, kind] : rules.overrides)
+    check.set(status, kind);
+}
+
 void status_rules::set(int status, outcome_kind kind) {
   if (status < first_classed_status || status > last_classed_status)
     throw field_error("statuses", "status " + std::to_string(status) +

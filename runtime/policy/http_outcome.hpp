@@ -56,6 +56,10 @@ struct status_rules {
   void set(int status, outcome_kind kind);
 };
 
+/// The rules `status_rules::set` enforces, for rules built by hand (the
+/// overrides are a public vector): throws `field_error` naming `statuses`.
+void validate(const status_rules& rules);
+
 /// Parses a Retry-After value: delta-seconds ("120") or an HTTP-date in any
 /// of the three formats RFC 9110 allows (IMF-fixdate, RFC 850, asctime).
 /// Returns how long to wait from `now`, in [0, retry_after_saturation]: a

@@ -11,9 +11,10 @@ namespace sluice::policy {
 void validate(const retry_budget_config& cfg) {
   if (!(cfg.percent >= 0 && cfg.percent <= 100))
     throw field_error("percent", "must be in [0, 100]");
+  // At least one: with none a call on a quiet route could never retry.
   // Counts live in 32-bit halves of one word.
-  if (cfg.min_concurrency > 0x7fffffff)
-    throw field_error("min_concurrency", "must be at most 2147483647");
+  if (cfg.min_concurrency < 1 || cfg.min_concurrency > 0x7fffffff)
+    throw field_error("min_concurrency", "must be in [1, 2147483647]");
 }
 
 retry_budget::retry_budget(retry_budget_config cfg)

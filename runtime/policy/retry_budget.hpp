@@ -22,7 +22,7 @@ struct retry_budget_config {
   /// Share of active calls that may be retrying at once, in [0, 100].
   double percent = 20;
   /// Retries allowed in flight whatever the share says (a quiet route
-  /// still retries).
+  /// still retries); at least 1.
   uint32_t min_concurrency = 3;
   when_budget_spent when_spent = when_budget_spent::wait;
 };
@@ -90,7 +90,7 @@ public:
   struct snapshot {
     uint32_t active;
     uint32_t retrying;
-    /// Retries the budget refused so far.
+    /// Refusals so far (a waiting call is refused again at each poll).
     uint64_t refused;
   };
 

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "sluice/runtime/policy/time.hpp"
 
@@ -13,44 +16,53 @@ namespace sluice::policy {
 /// refunded: its time goes back to the stall account, or it would fall
 /// between the two budgets (seed §3.6: 301 attempts, 25 hours).
 ///
+/// Attempts may overlap (a hedged attempt runs beside a slow one): the
+/// productive time is the *union* of their intervals, so overlapping
+/// attempts count once, never twice. A refunded attempt adds nothing, but
+/// time another attempt covered stays productive.
+///
 /// One instance per call, owned by that call's governor and never shared:
 /// concurrent calls would corrupt each other's accounts. Arithmetic only, so
 /// a cancelled call simply stops using it.
 class stall_clock {
 public:
+  using attempt_id = uint32_t;
+
   explicit stall_clock(time_point entered_at)
       : entered_at_(entered_at) {
     // nop
   }
 
-  /// Unproductive time so far. An attempt in progress counts as productive
-  /// (it may yet be refunded if it ends in a 429).
-  duration stalled(time_point now) const noexcept {
-    auto open = attempt_started_ ? now - *attempt_started_ : duration{};
-    return now - entered_at_ - productive_ - open;
-  }
+  /// Unproductive time so far. Attempts in progress count as productive
+  /// (one may yet be refunded if it ends in a 429).
+  duration stalled(time_point now) const noexcept;
 
-  /// Productive time of finished attempts.
+  /// Productive time of finished attempts (their union).
   duration productive() const noexcept { return productive_; }
 
   /// Whether an attempt is in progress.
-  bool attempting() const noexcept { return attempt_started_.has_value(); }
+  bool attempting() const noexcept { return !open_.empty(); }
 
-  /// Marks the start of a real attempt.
-  void begin_attempt(time_point now) noexcept { attempt_started_ = now; }
+  /// Marks the start of a real attempt; returns its id for `end_attempt`.
+  attempt_id begin_attempt(time_point now);
 
-  /// Ends the attempt in progress: its duration becomes productive, unless
-  /// `refund` (a 429 that did not spend the retry budget).
-  void end_attempt(time_point now, bool refund) noexcept {
-    if (attempt_started_ && !refund)
-      productive_ += now - *attempt_started_;
-    attempt_started_.reset();
-  }
+  /// Ends attempt `id` (nothing for an unknown one): its interval joins the
+  /// productive union, unless `refund` (a 429 that did not spend the retry
+  /// budget).
+  void end_attempt(attempt_id id, time_point now, bool refund);
 
 private:
+  /// How much of [from, to] the finished productive intervals cover.
+  duration covered(time_point from, time_point to) const noexcept;
+
   time_point entered_at_;
   duration productive_{};
-  std::optional<time_point> attempt_started_;
+  /// Finished productive intervals an open attempt may still overlap:
+  /// sorted, disjoint (empty unless attempts overlap).
+  std::vector<std::pair<time_point, time_point>> done_;
+  /// Attempts in progress and when each began.
+  std::vector<std::pair<attempt_id, time_point>> open_;
+  attempt_id next_id_ = 1;
 };
 
 /// The first half of the stall verdict: the call's own unproductive time

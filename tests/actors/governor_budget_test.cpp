@@ -168,3 +168,53 @@ TEST_CASE_METHOD(governor_fixture,
   run_until_done(c, 1min);
   CHECK(c.result().attempts.size() == 3);
 }
+
+TEST_CASE_METHOD(governor_fixture,
+                 "retry budget: a round that finds no source takes no slot - "
+                 "a call waiting for a breaker is not refused") {
+  auto s = always_failing();
+  s.breaker.window_size = 2;
+  s.breaker.min_samples = 2;
+  s.breaker.failure_rate_threshold = 1.0;
+  s.breaker.open_duration = 5s;
+  make_route({s}, failing_policy());
+  route->retry_budget = budget(0, 1, policy::when_budget_spent::fail);
+  auto a = call(1);
+  auto b = call(2);
+  // Both fail at 1 s and open the breaker; their rounds at 2 s find no
+  // source: they wait for it, and neither is refused by the budget.
+  advance(2500ms);
+  CHECK_FALSE(a.done());
+  CHECK_FALSE(b.done());
+  CHECK(route->retry_budget->load().refused == 0);
+  CHECK(route->retry_budget->load().retrying == 0);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "retry budget: a call kept waiting by the budget ends when "
+                 "its own stall time passes the window") {
+  test_source s = always_failing();
+  s.sim.phases[0].length = 1500ms;
+  s.sim.phases.push_back(s.sim.phases[0]);
+  s.sim.phases[1].length = {};
+  s.sim.phases[1].latency_min = s.sim.phases[1].latency_max = 100s;
+  auto p = failing_policy();
+  p.stall_window = 5s;
+  make_route({s}, p);
+  route->retry_budget = budget(0, 1); // one retry in flight: wait
+  auto a = call(1);
+  auto b = call(2);
+  auto t0 = now();
+  // At 2 s one retries (100 s at the source), the other waits for the slot.
+  advance(10s);
+  auto& waiting = a.done() ? a : b;
+  auto& retrying = a.done() ? b : a;
+  REQUIRE(waiting.done());
+  CHECK_FALSE(retrying.done());
+  CHECK(waiting.result().reason == "retry_budget");
+  CHECK(waiting.result().attempts.size() == 1);
+  // 1 s productive, then more than the 5 s window waiting.
+  CHECK(waiting.report->done_at - t0 > 6s);
+  CHECK(waiting.report->done_at - t0 < 8s);
+  CHECK(route->retry_budget->load().active == 1);
+}

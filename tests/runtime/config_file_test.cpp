@@ -91,6 +91,8 @@ TEST_CASE("the default config's call kinds are the library's default kinds") {
     CHECK(got.poll_interval == w.poll_interval);
     CHECK(got.rate_limit_spends_retry == w.rate_limit_spends_retry);
     CHECK(got.max_retry_after == w.max_retry_after);
+    CHECK(got.hedge_after == w.hedge_after);
+    CHECK(got.max_hedged == w.max_hedged);
   }
   CHECK(cfg.runtime.kinds.at("chat").attempt_timeout == 300s);
   CHECK(cfg.runtime.kinds.at("embeddings").attempt_timeout == 60s);
@@ -547,6 +549,22 @@ TEST_CASE("max_retry_after_s is read per kind, 60 s by default") {
         std::string::npos);
 }
 
+TEST_CASE("hedging is read per kind, off by default, and bad settings "
+          "refused naming the key") {
+  auto cfg = parse_config(std::string{minimal} +
+                          "[kinds.chat]\nhedge_after_s = 1.5\nmax_hedged = 2\n");
+  CHECK(cfg.runtime.kinds.at("chat").hedge_after == 1500ms);
+  CHECK(cfg.runtime.kinds.at("chat").max_hedged == 2);
+  CHECK_FALSE(cfg.runtime.kinds.at("embeddings").hedge_after);
+  auto e = refusal(std::string{minimal} + "[kinds.chat]\nmax_hedged = 11\n");
+  REQUIRE(e);
+  CHECK(e->key() == "kinds.chat.max_hedged");
+  CHECK(e->line() == 8);
+  e = refusal(std::string{minimal} + "[kinds.chat]\nhedge_after_s = 0\n");
+  REQUIRE(e);
+  CHECK(e->key() == "kinds.chat.hedge_after_s");
+}
+
 TEST_CASE("model tables are read, and bad ones refused with key and line") {
   auto cfg = parse_config(R"toml(
 [sources.a]
@@ -842,6 +860,8 @@ sources = ["a"]
                  Contains("[0, 100]"));
   CHECK_THAT(refused("percent = nan\n"),
              StartsWith("routes.\"/v1/b\".retry_budget.percent"));
+  CHECK_THAT(refused("min_concurrency = 0\n"),
+             StartsWith("routes.\"/v1/b\".retry_budget.min_concurrency"));
   CHECK_THAT(refused("min_concurrency = -1\n"),
              StartsWith("routes.\"/v1/b\".retry_budget.min_concurrency"));
   CHECK_THAT(refused("when_spent = \"drop\"\n"),

@@ -73,6 +73,16 @@ backoff_base_s = 0.05
 backoff_cap_s = 0.2
 poll_interval_s = 0.1
 
+[kinds.hedged]                # a second attempt beside one slower than 0.3 s
+max_attempts = 3
+stall_window_s = 5
+timeout_s = 10
+backoff_base_s = 0.05
+backoff_cap_s = 0.2
+poll_interval_s = 0.1
+hedge_after_s = 0.3
+max_hedged = 1
+
 [sources.ok-src]
 type = "http"
 base_url = "@/ok"
@@ -171,6 +181,10 @@ max_ejection_percent = 50
 [routes."/v1/breaker"]
 kind = "oneshot"
 sources = ["flaky"]
+
+[routes."/v1/hedge"]
+kind = "hedged"
+sources = ["slow-src", "ok-src"]
 
 [routes."/v1/slow"]
 sources = ["slow-src"]
@@ -380,6 +394,22 @@ TEST_CASE_METHOD(node_fixture,
                false;
       },
       5s));
+}
+
+TEST_CASE_METHOD(node_fixture,
+                 "node: a slow source is hedged - the second source's answer "
+                 "wins and the slow upstream request is closed",
+                 "[node]") {
+  auto start = clk::now();
+  auto r = post("/v1/hedge");
+  auto took = clk::now() - start;
+  CHECK(r.status == 200);
+  CHECK(r.body == R"({"ok":true})"); // ok-src's answer
+  CHECK(took < 2s);                    // not the slow upstream's 3 s
+  CHECK(upstream.requests == 2);
+  // The losing attempt's upstream connection is closed, not left to run.
+  CHECK(eventually([&] { return upstream.closed_by_client == 1; }, 5s));
+  CHECK(eventually([&] { return all_returned(status()); }, 5s));
 }
 
 TEST_CASE_METHOD(node_fixture,

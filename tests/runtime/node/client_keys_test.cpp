@@ -119,6 +119,16 @@ TEST_CASE("an access-log line has every field, nulls for the empty ones") {
   CHECK(doc["error"] == "tool_busy");
   CHECK(doc["total_ms"] == 250.0);
   CHECK(doc["overhead_us"] == 250000);
+  CHECK(doc["hedged"] == 0);
+  CHECK(doc["won_attempt"].is_null());
+  // A hedged call: which attempt's answer the client got.
+  r.attempts = 2;
+  r.hedged = 1;
+  r.won_attempt = 1;
+  doc = nlohmann::json::parse(access_line(r));
+  CHECK(doc["attempts"] == 2);
+  CHECK(doc["hedged"] == 1);
+  CHECK(doc["won_attempt"] == 1);
   // Invalid UTF-8 from a client does not break the line.
   r.model = "\xff\xfe";
   CHECK(nlohmann::json::parse(access_line(r), nullptr, false).is_object());

@@ -31,9 +31,9 @@ TEST_CASE("retry budget: the floor holds on a quiet route, the share on a "
   CHECK(b->allowed(20) == 4);
   CHECK(b->allowed(99) == 19); // rounded down
   CHECK(b->allowed(100) == 20);
-  auto none = make_budget(0, 0);
-  CHECK(none->allowed(1000) == 0);
-  auto all = make_budget(100, 0);
+  auto floor_only = make_budget(0, 1);
+  CHECK(floor_only->allowed(1000) == 1);
+  auto all = make_budget(100, 1);
   CHECK(all->allowed(7) == 7);
 }
 
@@ -125,4 +125,6 @@ TEST_CASE("retry budget settings are checked") {
   CHECK_THROWS_WITH(validate(cfg), Catch::Contains("percent"));
   cfg.percent = 20;
   CHECK_NOTHROW(validate(cfg));
+  cfg.min_concurrency = 0; // a quiet route could never retry
+  CHECK_THROWS_WITH(validate(cfg), Catch::Contains("min_concurrency"));
 }

@@ -17,10 +17,10 @@ using sluice::testing::t0;
 
 TEST_CASE("stall clock: productive attempt time never counts as stalled") {
   stall_clock c{t0};
-  c.begin_attempt(t0);
+  auto id = c.begin_attempt(t0);
   CHECK(c.attempting());
   CHECK(c.stalled(t0 + 5000s) == 0s); // in progress: productive
-  c.end_attempt(t0 + 10000s, false);
+  c.end_attempt(id, t0 + 10000s, false);
   CHECK_FALSE(c.attempting());
   CHECK(c.stalled(t0 + 10000s) == 0s);
   CHECK(c.productive() == 10000s);
@@ -28,17 +28,64 @@ TEST_CASE("stall clock: productive attempt time never counts as stalled") {
 
 TEST_CASE("stall clock: waiting between attempts counts as stalled") {
   stall_clock c{t0};
-  c.begin_attempt(t0 + 5s);
-  c.end_attempt(t0 + 305s, false);
+  auto id = c.begin_attempt(t0 + 5s);
+  c.end_attempt(id, t0 + 305s, false);
   CHECK(c.stalled(t0 + 307s) == 7s);
 }
 
 TEST_CASE("stall clock: a refunded 429 attempt counts as stalled") {
   stall_clock c{t0};
-  c.begin_attempt(t0);
-  c.end_attempt(t0 + 300s, true);
+  auto id = c.begin_attempt(t0);
+  c.end_attempt(id, t0 + 300s, true);
   CHECK(c.stalled(t0 + 300s) == 300s);
   CHECK(c.productive() == 0s);
+}
+
+TEST_CASE("stall clock: overlapping attempts are productive once - the "
+          "union of their intervals") {
+  stall_clock c{t0};
+  auto a = c.begin_attempt(t0);       // [0, 5]
+  auto b = c.begin_attempt(t0 + 2s);  // [2, 6] (a hedge)
+  CHECK(c.stalled(t0 + 4s) == 0s);
+  c.end_attempt(a, t0 + 5s, false);
+  CHECK(c.attempting());
+  CHECK(c.stalled(t0 + 5500ms) == 0s);
+  c.end_attempt(b, t0 + 6s, false);
+  CHECK(c.productive() == 6s); // not 5 + 4
+  CHECK(c.stalled(t0 + 6s) == 0s);
+  CHECK(c.stalled(t0 + 8s) == 2s);
+  // Nested: [10, 20] around [12, 14].
+  auto outer = c.begin_attempt(t0 + 10s);
+  auto inner = c.begin_attempt(t0 + 12s);
+  c.end_attempt(inner, t0 + 14s, false);
+  CHECK(c.stalled(t0 + 16s) == 4s); // the gap [6, 10]
+  c.end_attempt(outer, t0 + 20s, false);
+  CHECK(c.productive() == 16s);
+  CHECK(c.stalled(t0 + 20s) == 4s);
+}
+
+TEST_CASE("stall clock: a refunded 429 beside a productive attempt refunds "
+          "only the time nothing else covered") {
+  stall_clock c{t0};
+  auto a = c.begin_attempt(t0);      // [0, 10] productive
+  auto b = c.begin_attempt(t0 + 4s); // [4, 12] a 429: refunded
+  c.end_attempt(a, t0 + 10s, false);
+  c.end_attempt(b, t0 + 12s, true);
+  CHECK(c.productive() == 10s);
+  CHECK(c.stalled(t0 + 12s) == 2s); // [10, 12] was the 429's alone
+  // The refunded one ending first: still open time of the other counts.
+  stall_clock d{t0};
+  auto x = d.begin_attempt(t0);      // a 429, [0, 3]
+  auto y = d.begin_attempt(t0 + 1s); // [1, 5]
+  d.end_attempt(x, t0 + 3s, true);
+  CHECK(d.stalled(t0 + 3s) == 1s); // [0, 1]
+  d.end_attempt(y, t0 + 5s, false);
+  CHECK(d.productive() == 4s);
+  CHECK(d.stalled(t0 + 5s) == 1s);
+  // An unknown id and a second end change nothing.
+  d.end_attempt(y, t0 + 9s, false);
+  d.end_attempt(12345, t0 + 9s, false);
+  CHECK(d.productive() == 4s);
 }
 
 TEST_CASE("stall verdict: the four quadrants") {

@@ -1,0 +1,75 @@
+#include "sluice/runtime/policy/stall_clock.hpp"
+
+#include <algorithm>
+
+namespace sluice::policy {
+
+duration stall_clock::covered(time_point from, time_point to) const noexcept {
+  duration out{};
+  for (auto& [a, b] : done_) {
+    auto lo = std::max(a, from);
+    auto hi = std::min(b, to);
+    if (hi > lo)
+      out += hi - lo;
+  }
+  return out;
+}
+
+duration stall_clock::stalled(time_point now) const noexcept {
+  auto productive = productive_;
+  if (!open_.empty()) {
+    // Open attempts all run until now: their union is [earliest, now].
+    auto from = open_.front().second;
+    for (auto& o : open_)
+      from = std::min(from, o.second);
+    if (now > from)
+      productive += (now - from) - covered(from, now);
+  }
+  return now - entered_at_ - productive;
+}
+
+stall_clock::attempt_id stall_clock::begin_attempt(time_point now) {
+  auto id = next_id_++;
+  open_.emplace_back(id, now);
+  return id;
+}
+
+void stall_clock::end_attempt(attempt_id id, time_point now, bool refund) {
+  auto i = std::find_if(open_.begin(), open_.end(),
+                        [id](auto& o) { return o.first == id; });
+  if (i == open_.end())
+    return;
+  auto started = i->second;
+  open_.erase(i);
+  if (!refund && now > started) {
+    // Only what the union does not hold yet is new productive time.
+    productive_ += (now - started) - covered(started, now);
+    done_.emplace_back(started, now);
+    std::sort(done_.begin(), done_.end());
+    std::vector<std::pair<time_point, time_point>> merged;
+    merged.reserve(done_.size());
+    for (auto& iv : done_) {
+      if (!merged.empty() && iv.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, iv.second);
+      else
+        merged.push_back(iv);
+    }
+    done_ = std::move(merged);
+  }
+  // Keep only intervals an attempt still open may overlap: a later attempt
+  // begins at or after now, past every finished one. With none open (no
+  // hedging) nothing is kept.
+  if (open_.empty()) {
+    done_.clear();
+    return;
+  }
+  auto earliest = open_.front().second;
+  for (auto& o : open_)
+    earliest = std::min(earliest, o.second);
+  done_.erase(
+      std::remove_if(done_.begin(), done_.end(),
+                     [earliest](auto& iv) { return iv.second <= earliest; }),
+      done_.end());
+}
+
+} // namespace sluice::policy
