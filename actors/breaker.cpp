@@ -41,7 +41,7 @@ struct breaker_actor_state {
   /// Until when this node's claim lets it probe (half-open, shared).
   time_point cluster_lease_until{};
   /// The routes' ejection limits (none: the window alone decides).
-  std::shared_ptr<shared_ejections> ejections;
+  std::shared_ptr<shared_ejections::seat> ejections;
 
   static inline const char* name = "sluice.breaker";
 };
@@ -94,11 +94,11 @@ void announce(breaker_actor* self, const policy::breaker_transition& t,
   auto& st = self->state;
   st.mirror->publish(t.to, t.generation);
   if (st.ejections)
-    st.ejections->with([&](policy::ejection_ledger& l) {
+    st.ejections->with([&](policy::ejection_ledger& l, const std::string& s) {
       if (t.to == breaker_state::closed)
-        l.restored(st.source);
+        l.restored(s);
       else
-        l.ejected(st.source);
+        l.ejected(s);
     });
   if (t.from == breaker_state::half_open)
     while (!st.leases.empty())
@@ -262,7 +262,10 @@ void record(breaker_actor* self, const call_outcome& out) {
     if (st.ejections)
       may_open = [&st] {
         return st.ejections->with(
-            [&](policy::ejection_ledger& l) { return l.try_eject(st.source); });
+            [](policy::ejection_ledger& l, const std::string& s) {
+              return l.try_eject(s);
+            },
+            true);
       };
     announce_if(self,
                 m.record(out.generation, cls == policy::outcome_class::failure,
@@ -270,8 +273,8 @@ void record(breaker_actor* self, const call_outcome& out) {
     // Held past an ejection limit, and the failures stopped: in service
     // for good again.
     if (was_held && !m.held() && m.state() == breaker_state::closed)
-      st.ejections->with(
-          [&](policy::ejection_ledger& l) { l.restored(st.source); });
+      st.ejections->with([](policy::ejection_ledger& l,
+                            const std::string& s) { l.restored(s); });
   }
   // The upstream's "not before" (Retry-After on a 503): it opens the breaker
   // if the outcome is current, and extends an open period whatever the
@@ -282,15 +285,18 @@ void record(breaker_actor* self, const call_outcome& out) {
   if (m.config().open_on_retry_after && cls == policy::outcome_class::failure &&
       out.retry_after && (current || m.state() == breaker_state::open)) {
     if (m.state() == breaker_state::closed && st.ejections &&
-        !st.ejections->with([&](policy::ejection_ledger& l) {
-          if (l.try_eject(st.source))
-            return true;
-          // Refused: held only while the window itself calls for opening
-          // (a single hinted failure leaves no mark nothing would clear).
-          if (!m.held())
-            l.restored(st.source);
-          return false;
-        }))
+        !st.ejections->with(
+            [&](policy::ejection_ledger& l, const std::string& s) {
+              if (l.try_eject(s))
+                return true;
+              // Refused: held only while the window itself calls for
+              // opening (a single hinted failure leaves no mark nothing
+              // would clear).
+              if (!m.held())
+                l.restored(s);
+              return false;
+            },
+            true))
       return;
     announce_if(self, m.hold_open_until(*out.retry_after, now));
   }
@@ -300,7 +306,7 @@ caf::behavior
 breaker_behavior(breaker_actor* self, std::string source,
                  policy::breaker_config cfg,
                  std::shared_ptr<policy::breaker_mirror> mirror,
-                 std::shared_ptr<shared_ejections> ejections) {
+                 std::shared_ptr<shared_ejections::seat> ejections) {
   auto& st = self->state;
   st.source = std::move(source);
   st.ejections = std::move(ejections);
@@ -367,8 +373,8 @@ breaker_behavior(breaker_actor* self, std::string source,
         announce_if(self, st.machine->reset(self->clock().now()));
         // A closed breaker held past an ejection limit is reset too.
         if (st.ejections)
-          st.ejections->with(
-              [&](policy::ejection_ledger& l) { l.restored(st.source); });
+          st.ejections->with([](policy::ejection_ledger& l,
+                                const std::string& s) { l.restored(s); });
         return status_of(self);
       },
       // Another node's verdict on the same source (see
@@ -399,9 +405,13 @@ breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,
                              std::shared_ptr<shared_ejections> ejections) {
   policy::validate(cfg); // refuse nonsense here, not inside the actor
   auto mirror = std::make_shared<policy::breaker_mirror>();
-  auto actor = sys.spawn(breaker_behavior, source, cfg, mirror,
-                         std::move(ejections));
-  return {std::move(source), std::move(actor), std::move(mirror)};
+  std::shared_ptr<shared_ejections::seat> seat;
+  if (ejections)
+    seat = std::make_shared<shared_ejections::seat>(std::move(ejections),
+                                                    source);
+  auto actor = sys.spawn(breaker_behavior, source, cfg, mirror, seat);
+  return {std::move(source), std::move(actor), std::move(mirror),
+          std::move(seat)};
 }
 
 } // namespace sluice

@@ -29,6 +29,9 @@ struct breaker_handle {
   std::string source;
   caf::actor actor;
   std::shared_ptr<const policy::breaker_mirror> mirror;
+  /// Its place in the routes' ejection limits (null: none); retired when a
+  /// reload takes its source out.
+  std::shared_ptr<shared_ejections::seat> ejection_seat{};
 
   /// Whether calls to the source are cut off now (one atomic load).
   bool is_open() const noexcept { return mirror->is_open(); }

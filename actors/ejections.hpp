@@ -1,6 +1,10 @@
 #pragma once
 
+#include <memory>
 #include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "sluice/runtime/policy/ejection.hpp"
 
@@ -23,6 +27,55 @@ public:
     std::lock_guard<std::mutex> guard{mx_};
     return f(static_cast<const policy::ejection_ledger&>(ledger_));
   }
+
+  /// One breaker's place in the ledger, under its source's name. A reload
+  /// that removes or replaces the source retires it: the ledger forgets
+  /// the source (its replacement starts closed), and every later use by
+  /// the old breaker, still draining its calls, does nothing -- so it can
+  /// neither count the new breaker's name ejected nor restore it.
+  class seat {
+  public:
+    seat(std::shared_ptr<shared_ejections> all, std::string source)
+        : all_(std::move(all)), source_(std::move(source)) {
+      // nop
+    }
+
+    const std::string& source() const noexcept { return source_; }
+
+    /// Runs `f(ledger, source)` under the lock, unless retired: then
+    /// returns `retired_answer` (nothing for `void`).
+    template <class F, class R = std::invoke_result_t<
+                           F, policy::ejection_ledger&, const std::string&>>
+    R with(F&& f, R retired_answer = R()) {
+      std::lock_guard<std::mutex> guard{all_->mx_};
+      if (retired_)
+        return retired_answer;
+      return f(all_->ledger_, source_);
+    }
+
+    template <class F, class R = std::invoke_result_t<
+                           F, policy::ejection_ledger&, const std::string&>,
+              std::enable_if_t<std::is_void_v<R>, int> = 0>
+    void with(F&& f) {
+      std::lock_guard<std::mutex> guard{all_->mx_};
+      if (!retired_)
+        f(all_->ledger_, source_);
+    }
+
+    /// Out of the ledger for good (its source is out of the config).
+    void retire() {
+      std::lock_guard<std::mutex> guard{all_->mx_};
+      if (retired_)
+        return;
+      retired_ = true;
+      all_->ledger_.restored(source_);
+    }
+
+  private:
+    std::shared_ptr<shared_ejections> all_;
+    std::string source_;
+    bool retired_ = false; // guarded by all_->mx_
+  };
 
 private:
   mutable std::mutex mx_;

@@ -1,6 +1,7 @@
 #include "sluice/actors/operator_queries.hpp"
 
 #include <memory>
+#include <set>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -61,10 +62,19 @@ spawn_breaker_listener(caf::actor_system& sys, std::vector<caf::actor> breakers,
   return sys.spawn([breakers = std::move(breakers),
                     on_event = std::move(on_event)](
                        caf::event_based_actor* self) -> caf::behavior {
-    for (auto& b : breakers)
+    // Each breaker once (weak: a retired one may go).
+    auto subscribed = std::make_shared<std::set<caf::actor_addr>>();
+    auto subscribe = [self, subscribed](const caf::actor& b) {
+      if (!b || !subscribed->insert(b.address()).second)
+        return;
       self->request(b, caf::infinite, subscribe_atom_v)
           .then([](const breaker_status&) {}, [](caf::error&) {});
+    };
+    for (auto& b : breakers)
+      subscribe(b);
     return {
+        // A breaker added since (a config reload).
+        [subscribe](subscribe_atom, const caf::actor& b) { subscribe(b); },
         [on_event](const breaker_event& ev) {
           try {
             on_event(ev);

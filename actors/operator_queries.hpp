@@ -43,6 +43,7 @@ void ask_breaker(caf::actor_system& sys, caf::actor breaker,
 /// Spawns an actor that subscribes to each of `breakers` and calls
 /// `on_event` with every transition they broadcast, on its own thread;
 /// `on_event` must not throw (what it throws is caught and dropped).
+/// `(subscribe_atom, actor breaker)` adds one more (once per breaker).
 caf::actor
 spawn_breaker_listener(caf::actor_system& sys, std::vector<caf::actor> breakers,
                        std::function<void(const breaker_event&)> on_event);

@@ -68,6 +68,11 @@ struct source_handle {
   /// The upstream's own name for models the clients name (null: none);
   /// the governor rewrites the `model` of each attempt's body with it.
   std::shared_ptr<const std::map<std::string, std::string>> model_names;
+  /// Keeps the source in service: once a reload has taken it out of the
+  /// runtime, its actors stop when the last copy of this handle (the plans
+  /// of calls that started before the reload) is gone (null: the runtime's
+  /// destructor stops them).
+  std::shared_ptr<const void> lifetime{};
 };
 
 /// Spawns the gate of source `name`: the owner of its AIMD limit (the cap

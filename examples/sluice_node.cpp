@@ -200,14 +200,16 @@ int main(int argc, char** argv) {
   }
 
   // Signals are taken on main's own io_context, before any other thread
-  // exists: SIGINT/SIGTERM drain; SIGHUP (config reload: a later release),
-  // SIGUSR1 and SIGUSR2 are logged and never kill the node.
+  // exists: SIGINT/SIGTERM drain; SIGHUP reloads the config file (on this
+  // thread, never an event loop's); SIGUSR1 and SIGUSR2 are logged and
+  // never kill the node.
   boost::asio::io_context signals_io;
   boost::asio::signal_set signals{signals_io, SIGINT, SIGTERM};
   signals.add(SIGHUP);
   signals.add(SIGUSR1);
   signals.add(SIGUSR2);
   int stop_signal = 0;
+  sluice::config_reloader* reloader = nullptr; // once the node runs
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int sig) {
         if (ec)
@@ -218,9 +220,8 @@ int main(int argc, char** argv) {
           return;
         }
         try {
-          if (sig == SIGHUP)
-            sluice::logger().warn("SIGHUP received: config reload is not "
-                                  "supported yet; ignored");
+          if (sig == SIGHUP && reloader != nullptr)
+            reloader->reload("SIGHUP"); // logs what it did or why not
           else
             sluice::logger().info("signal {} received; ignored", sig);
         } catch (...) { // nothing escapes the handler
@@ -234,7 +235,11 @@ int main(int argc, char** argv) {
   caf::actor_system sys{caf_cfg};
   try {
     auto rt = build_runtime(sys, cfg);
+    // Declared before the front, which must not outlive it.
+    sluice::config_reloader config_reload{*rt, cfg, config_path};
     sluice::http_front front{*rt, cfg.node};
+    front.serve_reloads(config_reload);
+    reloader = &config_reload;
     auto address = printable(cfg.node.listen_host, front.port());
     auto* loops = sluice::loop_scheduler::of(sys);
     fmt::print("sluice-node listening on http://{} ({} config; {})\n",
@@ -268,6 +273,7 @@ int main(int argc, char** argv) {
       fmt::print("dashboard: http://{}/dashboard\n", address);
     std::fflush(stdout);
     signals_io.run();
+    reloader = nullptr;
     fmt::print("sluice-node: {}: stopping; letting {} call(s) finish\n",
                stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                front.in_flight());

@@ -40,6 +40,8 @@ error_info describe(errc x) noexcept {
     return {"rate_limit_exceeded", -32027, 429, "requests"};
   case errc::forbidden:
     return {"permission_denied", -32028, 403, client};
+  case errc::config_rejected:
+    return {"config_rejected", -32029, 422, client};
   case errc::end_:
     break;
   }

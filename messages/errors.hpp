@@ -58,6 +58,10 @@ enum class errc : uint8_t {
   /// that does not serve it (code "permission_denied"). JSON -32028,
   /// HTTP 403.
   forbidden,
+  /// A config reload (`POST /admin/reload`) refused the file: the node
+  /// runs on the config it had; the message names the key and line (code
+  /// "config_rejected"). JSON -32029, HTTP 422.
+  config_rejected,
   /// Not a code: one past the last, so that every code can be listed
   /// (`all_errcs`). New codes go before it.
   end_,

@@ -1,6 +1,8 @@
 #include "sluice/runtime/config_file.hpp"
 
 #include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -15,6 +17,41 @@ namespace sluice {
 
 using config::table_reader;
 
+namespace {
+
+// A table as TOML text: tables print their keys in order, so the same
+// definition prints the same whatever its layout or position in the file.
+std::string as_text(const toml::table& t) {
+  std::ostringstream out;
+  out << t;
+  return out.str();
+}
+
+// What a file holds now, for a fingerprint (a renewed certificate under the
+// same path is a changed source).
+std::string file_print(const std::string& path) {
+  if (path.empty())
+    return "-";
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    return "unreadable";
+  std::string bytes{std::istreambuf_iterator<char>{in},
+                    std::istreambuf_iterator<char>{}};
+  auto d = sha256(bytes);
+  return std::string{d.begin(), d.end()};
+}
+
+std::string source_print(const toml::table& t, const source_decl& d) {
+  auto out = as_text(t);
+  if (d.type == "http" && d.http.tls)
+    out += "\n#tls " + file_print(d.http.tls->ca_file) + " " +
+           file_print(d.http.tls->client_cert) + " " +
+           file_print(d.http.tls->client_key);
+  return out;
+}
+
+} // namespace
+
 file_config parse_config(std::string_view text, std::string_view origin) {
   toml::table root;
   try {
@@ -27,6 +64,7 @@ file_config parse_config(std::string_view text, std::string_view origin) {
   table_reader top{root, ""};
   if (auto t = top.table("node")) {
     table_reader r{*t, "node"};
+    cfg.fixed_parts["node"] = as_text(*t);
     config::read_node(r, cfg.node);
   }
   if (auto t = top.table("auth")) {
@@ -35,10 +73,12 @@ file_config parse_config(std::string_view text, std::string_view origin) {
   }
   if (auto t = top.table("admission")) {
     table_reader r{*t, "admission"};
+    cfg.fixed_parts["admission"] = as_text(*t);
     config::read_admission(r, cfg.runtime.admission);
   }
   if (auto t = top.table("backend")) {
     table_reader r{*t, "backend"};
+    cfg.fixed_parts["backend"] = as_text(*t);
     config::read_backend(r, cfg.runtime);
   }
   if (auto t = top.table("kinds")) {
@@ -52,13 +92,17 @@ file_config parse_config(std::string_view text, std::string_view origin) {
     }
     kinds.done();
   }
-  if (auto x = top.integer("seed"))
+  if (auto x = top.integer("seed")) {
     cfg.runtime.seed = static_cast<uint64_t>(*x);
+    cfg.fixed_parts["seed"] = std::to_string(*x);
+  }
   if (auto t = top.table("sources")) {
     table_reader sources{*t, "sources"};
     for (auto&& [k, v] : *t) {
       std::string name{k.str()};
-      cfg.sources.push_back(config::read_source(name, *sources.table(name)));
+      auto* st = sources.table(name);
+      cfg.sources.push_back(config::read_source(name, *st));
+      cfg.sources.back().fingerprint = source_print(*st, cfg.sources.back());
     }
     sources.done();
   }
@@ -66,7 +110,14 @@ file_config parse_config(std::string_view text, std::string_view origin) {
     table_reader routes{*t, "routes"};
     for (auto&& [k, v] : *t) {
       std::string path{k.str()};
-      cfg.routes.push_back(config::read_route(path, *routes.table(path), cfg));
+      auto* rt = routes.table(path);
+      cfg.routes.push_back(config::read_route(path, *rt, cfg));
+      auto& d = cfg.routes.back();
+      // Its kind's policy as read (a [kinds] table, or the defaults).
+      d.fingerprint = as_text(*rt) + "\n#kind ";
+      if (auto* kinds = root.get_as<toml::table>("kinds"))
+        if (auto* k = kinds->get_as<toml::table>(d.route.kind))
+          d.fingerprint += as_text(*k);
     }
     routes.done();
   }
@@ -90,15 +141,18 @@ file_config load_config_file(const std::string& path) {
   return parse_config(text, path);
 }
 
+void add_declared_source(runtime& rt, const source_decl& s) {
+  if (s.type == "http")
+    rt.add_http_source(s.name, s.http, s.settings);
+  else if (s.type == "remote")
+    rt.add_remote_source(s.name, s.remote, s.settings);
+  else
+    rt.add_simulated_source(s.name, s.sim, s.settings);
+}
+
 void install(runtime& rt, const file_config& cfg) {
-  for (auto& s : cfg.sources) {
-    if (s.type == "http")
-      rt.add_http_source(s.name, s.http, s.settings);
-    else if (s.type == "remote")
-      rt.add_remote_source(s.name, s.remote, s.settings);
-    else
-      rt.add_simulated_source(s.name, s.sim, s.settings);
-  }
+  for (auto& s : cfg.sources)
+    add_declared_source(rt, s);
   for (auto& r : cfg.routes)
     rt.add_route(r.route);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -108,12 +109,18 @@ struct source_decl {
   /// For type "remote".
   remote_source_config remote;
   int line = 0;
+  /// Changes whenever the definition does (its table as TOML, and the
+  /// content of the TLS files it names): a reload keeps a source whose
+  /// fingerprint it already runs, state and all (policy/config_diff.hpp).
+  std::string fingerprint;
 };
 
 /// One `[routes."PATH"]` table.
 struct route_decl {
   route_config route;
   int line = 0;
+  /// Its table as TOML and its kind's (see `source_decl::fingerprint`).
+  std::string fingerprint;
 };
 
 /// A whole config file, parsed and checked.
@@ -122,6 +129,10 @@ struct file_config {
   runtime_config runtime;
   std::vector<source_decl> sources;
   std::vector<route_decl> routes;
+  /// The parts a reload cannot change in a running node -- "node",
+  /// "admission", "backend", "seed" -- each as its TOML text (empty: not in
+  /// the file), so a reload can say which changes wait for a restart.
+  std::map<std::string, std::string> fixed_parts;
 };
 
 /// Parses TOML `text`. Unknown keys, wrong types and nonsense values are
@@ -139,6 +150,9 @@ file_config load_config_file(const std::string& path);
 /// sources behind the OpenAI-compatible routes, so it works on a fresh
 /// machine without any upstream. Documented, valid TOML.
 std::string_view default_config_text();
+
+/// Adds the source `decl` declares to `rt` (by its type).
+void add_declared_source(runtime& rt, const source_decl& decl);
 
 /// Registers the sources and routes of `cfg` with `rt` (whose runtime_config
 /// must be `cfg.runtime`).

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/runtime.hpp"
 
 namespace sluice {
@@ -33,6 +34,15 @@ public:
 
   http_front(const http_front&) = delete;
   http_front& operator=(const http_front&) = delete;
+
+  /// Serves config reloads through `reloader` (which must outlive the
+  /// front): `POST /admin/reload` (an operations endpoint) and /status
+  /// `config`. Each reload is checked by the front's rule for listeners
+  /// (off loopback, keys or `auth.allow_anonymous`) and, once applied,
+  /// swaps the client keys (a key whose settings are unchanged keeps its
+  /// calls in flight, rate and counters) and publishes the new sources'
+  /// breakers on /events. The rest of `[node]` needs a restart.
+  void serve_reloads(config_reloader& reloader);
 
   /// The port actually bound.
   uint16_t port() const noexcept;

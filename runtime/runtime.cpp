@@ -42,8 +42,9 @@ struct runtime::actor_health {
   std::map<std::string, std::string> broken;
 
   void died(const std::string& source, const char* role,
-            const caf::error& reason) {
-    if (stopping.load(std::memory_order_acquire))
+            const caf::error& reason, const std::atomic<bool>* retired) {
+    if (stopping.load(std::memory_order_acquire) ||
+        (retired != nullptr && retired->load(std::memory_order_acquire)))
       return;
     auto what = std::string{role} + ": " +
                 (reason ? caf::to_string(reason) : std::string{"exited"});
@@ -59,14 +60,39 @@ struct runtime::actor_health {
   }
 
   /// Watches `a` (which may already be dead: then the functor runs now).
+  /// Once `retired` is set (a reload took the source out), its end is
+  /// ours too.
   void watch(const std::shared_ptr<actor_health>& self, const caf::actor& a,
-             const std::string& source, const char* role) {
+             const std::string& source, const char* role,
+             std::shared_ptr<const std::atomic<bool>> retired = nullptr) {
     if (!a)
       return;
     auto ptr = caf::actor_cast<caf::abstract_actor*>(a);
-    ptr->attach_functor([self, source, role](const caf::error& reason) {
-      self->died(source, role, reason);
-    });
+    ptr->attach_functor(
+        [self, source, role, retired](const caf::error& reason) {
+          self->died(source, role, reason, retired.get());
+        });
+  }
+};
+
+// -- source_lifetime ----------------------------------------------------------
+
+/// What a source handle's `lifetime` points at: the actors the runtime
+/// made for the source. Once retired by a reload, they stop with the last
+/// handle (the last call that started before the reload).
+struct runtime::source_lifetime {
+  std::shared_ptr<std::atomic<bool>> retired =
+      std::make_shared<std::atomic<bool>>(false);
+  std::vector<caf::actor> actors;
+
+  void stop() const {
+    for (auto& a : actors)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+
+  ~source_lifetime() {
+    if (retired->load(std::memory_order_acquire))
+      stop();
   }
 };
 
@@ -196,6 +222,12 @@ runtime::~runtime() {
   }
   for (auto& a : owned_)
     stop(a);
+  // Sources a reload took out that still serve calls: waited for as well.
+  for (auto& [name, weak] : retired_)
+    if (auto life = weak.lock()) {
+      life->stop();
+      ours.insert(ours.end(), life->actors.begin(), life->actors.end());
+    }
   stop(backend_);
   if (cluster_)
     stop(cluster_);
@@ -249,22 +281,22 @@ void runtime::add_remote_source(const std::string& name,
   with_key_prefix("sources." + name, [&] { validate(remote); });
   auto actor = spawn_remote_source(sys_, remote);
   try {
-    add_source(name, actor, settings, false);
+    // A connector that died (CAF delivers a kill from the wire too) is
+    // reported broken, not left as a source that fails every attempt.
+    add_source(name, actor, settings, false, {}, true);
   } catch (...) {
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     throw;
   }
   auto connector = caf::actor_cast<caf::actor>(std::move(actor));
-  // A connector that died (CAF delivers a kill from the wire too) is
-  // reported broken, not left as a source that fails every attempt.
-  health_->watch(health_, connector, name, "source");
   std::unique_lock<std::shared_mutex> guard{mx_};
-  owned_.push_back(std::move(connector));
+  (staging_ ? staged_owned_ : owned_).push_back(std::move(connector));
 }
 
 void runtime::add_source(const std::string& name, source_actor actor,
                          const source_settings& settings, bool self_timed,
-                         std::weak_ptr<direct_attempts> direct) {
+                         std::weak_ptr<direct_attempts> direct,
+                         bool own_actor) {
   auto key = "sources." + name;
   if (name.empty())
     throw config_error("sources", "a source needs a name");
@@ -273,7 +305,11 @@ void runtime::add_source(const std::string& name, source_actor actor,
   if (settings.quota)
     with_key_prefix(key + ".quota", [&] { validate(*settings.quota); });
   std::unique_lock<std::shared_mutex> guard{mx_};
-  if (sources_.count(name) != 0)
+  bool taken = staging_ ? staged_.count(name) != 0 ||
+                              (sources_.count(name) != 0 &&
+                               staging_free_.count(name) == 0)
+                        : sources_.count(name) != 0;
+  if (taken)
     throw config_error(key, "a source with this name already exists");
   auto handle = make_source(sys_, name, std::move(actor), settings.breaker,
                             settings.aimd, settings.quota, self_timed,
@@ -283,15 +319,24 @@ void runtime::add_source(const std::string& name, source_actor actor,
     handle.model_names =
         std::make_shared<const std::map<std::string, std::string>>(
             settings.model_names);
-  if (relay_)
-    caf::anon_send(relay_, relay_watch_atom_v, name, handle.breaker.actor);
+  auto life = std::make_shared<source_lifetime>();
+  life->actors = {handle.breaker.actor, handle.gate};
+  if (self_timed || own_actor)
+    life->actors.push_back(caf::actor_cast<caf::actor>(handle.actor));
   // An actor of ours that dies is never reported healthy (its functor runs
   // at once if it is already dead).
-  health_->watch(health_, handle.breaker.actor, name, "breaker");
-  health_->watch(health_, handle.gate, name, "gate");
-  if (self_timed)
+  health_->watch(health_, handle.breaker.actor, name, "breaker", life->retired);
+  health_->watch(health_, handle.gate, name, "gate", life->retired);
+  if (self_timed || own_actor)
     health_->watch(health_, caf::actor_cast<caf::actor>(handle.actor), name,
-                   "source");
+                   "source", life->retired);
+  handle.lifetime = std::move(life);
+  if (staging_) { // told to the relay when the update commits
+    staged_.emplace(name, std::move(handle));
+    return;
+  }
+  if (relay_)
+    caf::anon_send(relay_, relay_watch_atom_v, name, handle.breaker.actor);
   sources_.emplace(name, std::move(handle));
 }
 
@@ -317,7 +362,7 @@ void runtime::check_started(duration timeout) const {
     using reply = decltype(reply_type);
     self->request(a, timeout, status_atom_v)
         .receive([](const reply&) {},
-                 [&](caf::error& err) { health_->died(name, role, err); });
+                 [&](caf::error& err) { health_->died(name, role, err, nullptr); });
   };
   for (auto& s : all) {
     ask(s.breaker.actor, s.name, "breaker", breaker_status{});
@@ -334,7 +379,12 @@ runtime::add_simulated_source(const std::string& name, const sim_config& sim,
                               const source_settings& settings) {
   with_key_prefix("sources." + name + ".simulated", [&] { validate(sim); });
   auto s = spawn_simulated_source(sys_, sim);
-  add_source(name, s.actor, settings, true);
+  try {
+    add_source(name, s.actor, settings, true);
+  } catch (...) {
+    caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
+    throw;
+  }
   return s;
 }
 
@@ -345,9 +395,14 @@ http_source runtime::add_http_source(const std::string& name,
   auto named = http;
   named.log_name = name;
   auto s = spawn_http_source(sys_, named);
-  add_source(name, s.actor, settings, true, s.direct);
+  try {
+    add_source(name, s.actor, settings, true, s.direct);
+  } catch (...) {
+    caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
+    throw;
+  }
   std::unique_lock<std::shared_mutex> guard{mx_};
-  http_sources_.emplace(name, s);
+  (staging_ ? staged_http_ : http_sources_).emplace(name, s);
   return s;
 }
 
@@ -361,19 +416,19 @@ std::string model_label(const std::string& route, const std::string& pattern) {
 
 } // namespace
 
-void runtime::add_route(route_config r) {
+runtime::route_entry runtime::build_route(
+    const route_config& r,
+    const std::map<std::string, policy::call_policy>& kinds,
+    const std::function<const source_handle*(const std::string&)>& find)
+    const {
   auto key = "routes." + r.name;
   if (r.name.empty())
     throw config_error("routes", "a route needs a name");
-  auto kind = cfg_.kinds.find(r.kind);
-  {
-    std::shared_lock<std::shared_mutex> guard{mx_};
-    with_key_prefix(key, [&] {
-      validate(
-          r, [&](const std::string& k) { return cfg_.kinds.count(k) != 0; },
-          [&](const std::string& s) { return sources_.count(s) != 0; });
-    });
-  }
+  with_key_prefix(key, [&] {
+    validate(
+        r, [&](const std::string& k) { return kinds.count(k) != 0; },
+        [&](const std::string& s) { return find(s) != nullptr; });
+  });
   if (r.retry_budget)
     with_key_prefix(key + ".retry_budget",
                     [&] { policy::validate(*r.retry_budget); });
@@ -391,9 +446,7 @@ void runtime::add_route(route_config r) {
     }
   }
   auto scope = r.scope.empty() ? r.name : r.scope;
-  std::unique_lock<std::shared_mutex> guard{mx_};
-  if (routes_.count(r.name) != 0)
-    throw config_error(key, "a route with this name already exists");
+  auto& policy = kinds.at(r.kind); // validated above
   auto make_plan = [&](const std::vector<std::string>& sources,
                        const std::vector<double>& weights,
                        std::string plan_scope, std::string label) {
@@ -402,13 +455,13 @@ void runtime::add_route(route_config r) {
     plan->label = std::move(label);
     plan->scope = std::move(plan_scope);
     plan->weights = weights;
-    plan->policy = kind->second;
+    plan->policy = policy;
     plan->backend = backend_;
     if (r.retry_budget)
       plan->retry_budget =
           std::make_shared<policy::retry_budget>(*r.retry_budget);
     for (auto& name : sources)
-      plan->sources.push_back(sources_.at(name)); // validated above
+      plan->sources.push_back(*find(name)); // validated above
     return plan;
   };
   if (!r.sources.empty())
@@ -417,6 +470,10 @@ void runtime::add_route(route_config r) {
     entry.by_model.push_back(make_plan(m.sources, m.weights,
                                        scope + " model " + m.pattern,
                                        model_label(r.name, m.pattern)));
+  return entry;
+}
+
+void runtime::add_limits(const route_config& r) {
   // Each source list is limited apart, as each is a route's way to serve.
   if (r.max_ejection_percent)
     ejections_->with([&](policy::ejection_ledger& l) {
@@ -426,8 +483,150 @@ void runtime::add_route(route_config r) {
         l.add_route(model_label(r.name, m.pattern), m.sources,
                     *r.max_ejection_percent);
     });
+}
+
+void runtime::remove_limits(const route_entry& e) {
+  ejections_->with([&](policy::ejection_ledger& l) {
+    if (e.fallback)
+      l.remove_route(e.fallback->label);
+    for (auto& p : e.by_model)
+      l.remove_route(p->label);
+  });
+}
+
+void runtime::add_route(route_config r) {
+  std::unique_lock<std::shared_mutex> guard{mx_};
+  auto entry = build_route(r, cfg_.kinds, [this](const std::string& name) {
+    auto i = sources_.find(name);
+    return i != sources_.end() ? &i->second : nullptr;
+  });
+  if (routes_.count(r.name) != 0)
+    throw config_error("routes." + r.name,
+                       "a route with this name already exists");
+  add_limits(r);
   routes_.emplace(r.name, std::move(entry));
   route_order_.push_back(r.name);
+}
+
+void runtime::update(const update_plan& plan,
+                     const std::function<void()>& add_sources) {
+  std::lock_guard<std::mutex> one_at_a_time{update_mx_};
+  {
+    std::unique_lock<std::shared_mutex> guard{mx_};
+    staging_ = true;
+    staging_free_ = {plan.retire.begin(), plan.retire.end()};
+  }
+  // Stops whatever the update built and leaves the runtime as it was.
+  auto abort = [this] {
+    std::unique_lock<std::shared_mutex> guard{mx_};
+    for (auto& [name, h] : staged_)
+      if (auto life = std::static_pointer_cast<const source_lifetime>(
+              h.lifetime)) {
+        life->retired->store(true, std::memory_order_release);
+        if (h.breaker.ejection_seat)
+          h.breaker.ejection_seat->retire();
+      }
+    staged_.clear(); // the lifetimes stop the actors
+    staged_http_.clear();
+    staged_owned_.clear();
+    staging_free_.clear();
+    staging_ = false;
+  };
+  std::map<std::string, route_entry> routes;
+  try {
+    add_sources();
+    std::shared_lock<std::shared_mutex> guard{mx_};
+    auto find = [&](const std::string& name) -> const source_handle* {
+      if (auto i = staged_.find(name); i != staged_.end())
+        return &i->second;
+      if (staging_free_.count(name) != 0)
+        return nullptr;
+      auto i = sources_.find(name);
+      return i != sources_.end() ? &i->second : nullptr;
+    };
+    std::set<std::string> keep{plan.keep_routes.begin(),
+                               plan.keep_routes.end()};
+    for (auto& r : plan.routes) {
+      if (routes.count(r.name) != 0)
+        throw config_error("routes." + r.name,
+                           "a route with this name already exists");
+      auto old = routes_.find(r.name);
+      if (keep.count(r.name) != 0 && old != routes_.end())
+        routes.emplace(r.name, old->second);
+      else
+        routes.emplace(r.name, build_route(r, plan.kinds, find));
+    }
+  } catch (...) {
+    abort();
+    throw;
+  }
+  // Commit: nothing below throws but allocation.
+  {
+    // A retired source's death is no news, and a replacement starts clean.
+    std::lock_guard<std::mutex> health_guard{health_->mx};
+    for (auto& name : plan.retire)
+      health_->broken.erase(name);
+    health_->any.store(!health_->broken.empty(), std::memory_order_release);
+  }
+  std::unique_lock<std::shared_mutex> guard{mx_};
+  for (auto& name : plan.retire) {
+    auto i = sources_.find(name);
+    if (i == sources_.end())
+      continue;
+    auto& h = i->second;
+    if (h.breaker.ejection_seat)
+      h.breaker.ejection_seat->retire();
+    if (auto life = std::const_pointer_cast<source_lifetime>(
+            std::static_pointer_cast<const source_lifetime>(h.lifetime))) {
+      life->retired->store(true, std::memory_order_release);
+      retired_.emplace_back(name, life);
+      // Its remote connector, if any, goes with the lifetime now.
+      auto& acts = life->actors;
+      owned_.erase(std::remove_if(owned_.begin(), owned_.end(),
+                                  [&](const caf::actor& a) {
+                                    return std::find(acts.begin(), acts.end(),
+                                                     a) != acts.end();
+                                  }),
+                   owned_.end());
+    }
+    sources_.erase(i);
+    http_sources_.erase(name);
+  }
+  for (auto& [name, h] : staged_) {
+    if (relay_)
+      caf::anon_send(relay_, relay_watch_atom_v, name, h.breaker.actor);
+    sources_.insert_or_assign(name, std::move(h));
+  }
+  for (auto& [name, h] : staged_http_)
+    http_sources_.insert_or_assign(name, std::move(h));
+  owned_.insert(owned_.end(), staged_owned_.begin(), staged_owned_.end());
+  staged_.clear();
+  staged_http_.clear();
+  staged_owned_.clear();
+  staging_free_.clear();
+  staging_ = false;
+  for (auto& [name, e] : routes_)
+    remove_limits(e);
+  for (auto& r : plan.routes)
+    add_limits(r);
+  routes_ = std::move(routes);
+  route_order_.clear();
+  for (auto& r : plan.routes)
+    route_order_.push_back(r.name);
+  cfg_.kinds = plan.kinds;
+  // Forget retired sources no call holds any more.
+  retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                [](const auto& p) { return p.second.expired(); }),
+                 retired_.end());
+}
+
+std::vector<std::string> runtime::draining_sources() const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  std::vector<std::string> out;
+  for (auto& [name, weak] : retired_)
+    if (!weak.expired())
+      out.push_back(name);
+  return out;
 }
 
 route_match runtime::find_route(const std::string& route,

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -353,12 +354,69 @@ public:
   /// attached to them).
   struct actor_health;
 
+  /// A reload's new kinds, sources and routes, applied in one step by
+  /// `update`.
+  struct update_plan {
+    /// The call kinds of the new config (all of them).
+    std::map<std::string, policy::call_policy> kinds;
+    /// Sources taken out: removed from the config, or replaced (built
+    /// afresh by `update`'s `add_sources` under the same name).
+    std::vector<std::string> retire;
+    /// Every route of the new config, in its order.
+    std::vector<route_config> routes;
+    /// Of those, the ones whose plans (and retry budgets) stay as they
+    /// are: unchanged, naming no replaced source.
+    std::vector<std::string> keep_routes;
+  };
+
+  /// Applies `plan` (config reload). `add_sources()` adds the new and the
+  /// replaced sources with `add_*_source`, whose names the retired ones no
+  /// longer take; then every route is checked and built against the new
+  /// set of sources and kinds. If anything throws, all it built is stopped
+  /// and the runtime serves on as before (the exception propagates, a
+  /// `config_error` naming the key). Otherwise, in one step under the
+  /// lock, calls find the new routes, sources and kinds. Calls in flight
+  /// finish on the plans they started with; a retired source serves them
+  /// and its actors stop when the last of them is done
+  /// (`draining_sources`). Kept sources keep their breaker, pools and AIMD
+  /// limit. One update at a time (others wait); not thread-safe against
+  /// `add_source` / `add_route` from another thread.
+  void update(const update_plan& plan,
+              const std::function<void()>& add_sources);
+
+  /// Sources a reload took out that still serve calls started before it.
+  std::vector<std::string> draining_sources() const;
+
+  struct source_lifetime;
+
 private:
   // Built-in sources are self-timed (see messages/source.hpp); an HTTP
   // source on the loops also takes its attempts from governors directly.
   void add_source(const std::string& name, source_actor actor,
                   const source_settings& settings, bool self_timed,
-                  std::weak_ptr<direct_attempts> direct = {});
+                  std::weak_ptr<direct_attempts> direct = {},
+                  bool own_actor = false);
+
+  struct route_entry {
+    /// The default plan (null: none).
+    std::shared_ptr<const route_plan> fallback;
+    policy::model_rules rules;
+    std::vector<std::shared_ptr<const route_plan>> by_model;
+  };
+
+  /// Checks `r` against `kinds` and the sources `find` knows, and builds
+  /// its plans (throws `config_error`). Registers nothing.
+  route_entry
+  build_route(const route_config& r,
+              const std::map<std::string, policy::call_policy>& kinds,
+              const std::function<const source_handle*(const std::string&)>&
+                  find) const;
+
+  /// Registers `r`'s ejection limits (`entry` built from it).
+  void add_limits(const route_config& r);
+
+  /// Forgets the ejection limits of route `e`.
+  void remove_limits(const route_entry& e);
 
   std::shared_ptr<const route_plan> route(const call_request& request) const;
 
@@ -388,13 +446,19 @@ private:
   /// Actors of the runtime's that are not self-timed sources (remote
   /// sources' connectors): stopped with it.
   std::vector<caf::actor> owned_;
-  struct route_entry {
-    /// The default plan (null: none).
-    std::shared_ptr<const route_plan> fallback;
-    policy::model_rules rules;
-    std::vector<std::shared_ptr<const route_plan>> by_model;
-  };
+
   std::map<std::string, route_entry> routes_;
+  /// During `update` (guarded by `mx_`): what `add_sources` adds goes to
+  /// `staged_`, and the names in `staging_free_` (retired) are free.
+  bool staging_ = false;
+  std::set<std::string> staging_free_;
+  std::map<std::string, source_handle> staged_;
+  std::map<std::string, http_source> staged_http_;
+  std::vector<caf::actor> staged_owned_;
+  /// Sources a reload took out, while calls still hold them.
+  std::vector<std::pair<std::string, std::weak_ptr<source_lifetime>>> retired_;
+  /// One update at a time.
+  std::mutex update_mx_;
   /// Route names in the order they were added.
   std::vector<std::string> route_order_;
   mutable std::mutex sessions_mx_;

@@ -26,6 +26,8 @@ struct node_under_test {
   std::unique_ptr<caf::actor_system> sys;
   file_config cfg;
   std::unique_ptr<runtime> rt;
+  /// Made by `serve_reloads`: between the runtime and the front.
+  std::unique_ptr<config_reloader> reloader;
   std::unique_ptr<http_front> front;
 
   /// `adjust` may change the parsed config before the node starts (the
@@ -53,10 +55,17 @@ struct node_under_test {
     if (front)
       front->shutdown(std::chrono::seconds{1});
     front.reset();
+    reloader.reset();
     rt.reset(); // the system then waits for every actor to end
   }
 
   uint16_t port() const { return front->port(); }
+
+  /// Serves config reloads from the file at `path` (as sluice-node does).
+  void serve_reloads(const std::string& path) {
+    reloader = std::make_unique<config_reloader>(*rt, cfg, path);
+    front->serve_reloads(*reloader);
+  }
 };
 
 } // namespace sluice::testing

@@ -95,14 +95,32 @@ presented_key read_presented_key(const boost::beast::http::fields& h) {
   return out;
 }
 
+namespace {
+
+// The same key as far as its state goes (its line may move).
+bool same_settings(const client_key_config& a, const client_key_config& b) {
+  return a.name == b.name && same_digest(a.digest, b.digest) &&
+         a.models == b.models && a.max_concurrent == b.max_concurrent &&
+         a.requests_per_minute == b.requests_per_minute && a.burst == b.burst;
+}
+
+} // namespace
+
 client_keys::client_keys(const auth_settings& auth,
-                         const admission_tiers& tiers)
+                         const admission_tiers& tiers,
+                         const client_keys* previous)
     : admin_(auth.admin_digest) {
   auto now = steady::now();
   for (auto& k : auth.keys) {
+    std::shared_ptr<client_key> kept;
+    if (previous != nullptr)
+      for (auto& old : previous->keys_)
+        if (same_settings(old->config(), k))
+          kept = old;
     by_digest_.emplace(digest_key(k.digest), keys_.size());
-    keys_.push_back(
-        std::make_unique<client_key>(k, tiers.new_tier(k.max_concurrent), now));
+    keys_.push_back(kept ? std::move(kept)
+                         : std::make_shared<client_key>(
+                               k, tiers.new_tier(k.max_concurrent), now));
   }
 }
 

@@ -80,7 +80,11 @@ presented_key read_presented_key(const boost::beast::http::fields& h);
 /// The front's client keys and admin key.
 class client_keys {
 public:
-  client_keys(const auth_settings& auth, const admission_tiers& tiers);
+  /// With `previous` (a config reload), a key whose name and settings
+  /// are unchanged is the same key: its tier (calls in flight), request
+  /// rate and counters go on.
+  client_keys(const auth_settings& auth, const admission_tiers& tiers,
+              const client_keys* previous = nullptr);
 
   /// Whether calls need a key (some are configured).
   bool required() const noexcept { return !keys_.empty(); }
@@ -96,12 +100,12 @@ public:
 
   bool has_admin_key() const noexcept { return admin_.has_value(); }
 
-  const std::vector<std::unique_ptr<client_key>>& all() const noexcept {
+  const std::vector<std::shared_ptr<client_key>>& all() const noexcept {
     return keys_;
   }
 
 private:
-  std::vector<std::unique_ptr<client_key>> keys_;
+  std::vector<std::shared_ptr<client_key>> keys_;
   std::unordered_map<std::string, size_t> by_digest_;
   std::optional<sha256_digest> admin_;
 };

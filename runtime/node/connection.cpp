@@ -259,9 +259,10 @@ bool connection::check_access() {
   ctx.on_admin_listener = admin_;
   ctx.admin_listener_configured = front_.settings.admin_listen.has_value();
   ctx.main_listener_loopback = front_.main_loopback;
-  ctx.admin_key_configured = front_.keys.has_admin_key();
-  ctx.client_keys_configured = front_.keys.required();
-  auto& keys = front_.keys;
+  keys_ = front_.keys();
+  ctx.admin_key_configured = keys_->has_admin_key();
+  ctx.client_keys_configured = keys_->required();
+  auto& keys = *keys_;
   ctx.is_admin_key = [&keys](std::string_view t) { return keys.is_admin(t); };
   ctx.find_key = [&keys](std::string_view t) { return keys.find(t); };
   auto verdict = decide_access(*path, req.base(), ctx);
@@ -270,7 +271,7 @@ bool connection::check_access() {
     key_ = verdict.key;
     if (key_) {
       ++key_->requests;
-      if (key_ != listed_key_)
+      if (key_->name() != listed_key_)
         list_key();
     }
     return true;
@@ -286,7 +287,7 @@ bool connection::check_access() {
 
 // /status names a connection by the key of its latest request.
 void connection::list_key() {
-  listed_key_ = key_;
+  listed_key_ = key_->name();
   std::lock_guard<std::mutex> guard{front_.connections_mx};
   auto i = front_.connections.find(id_);
   if (i != front_.connections.end())

@@ -129,6 +129,8 @@ private:
 
   // -- operations (connection_ops.cpp) -----------------------------------
   void admin_action(const std::string& rest);
+  /// POST /admin/reload: the config file again, on a thread of its own.
+  void admin_reload();
   void start_status();
   void start_events();
   void watch_event_client();
@@ -205,10 +207,13 @@ private:
   bool cut_off_ = false;
   /// Accepted on the admin listener.
   bool admin_ = false;
-  /// The request's client key (null: anonymous).
+  /// The key set the request was checked against (a reload may swap the
+  /// front's while it runs), and in it the request's client key (null:
+  /// anonymous).
+  std::shared_ptr<const client_keys> keys_;
   client_key* key_ = nullptr;
   /// The key `front_.connections` names this connection by.
-  const client_key* listed_key_ = nullptr;
+  std::string listed_key_;
   /// The request being answered, for its access-log line and headers.
   access_record rec_;
   std::chrono::steady_clock::time_point request_started_;

@@ -4,6 +4,8 @@
 
 #include "sluice/runtime/node/connection.hpp"
 
+#include <thread>
+
 #include "sluice/actors/log.hpp"
 #include "sluice/runtime/node/dashboard_assets.hpp"
 #include "sluice/runtime/node/operator_action.hpp"
@@ -59,6 +61,8 @@ void connection::serve_dashboard(const std::string& name) {
 
 // `rest`: the path after "/admin/".
 void connection::admin_action(const std::string& rest) {
+  if (rest == "reload")
+    return admin_reload();
   auto parsed = parse_operator_action(rest);
   if (parsed.error)
     return refuse(*parsed.error, parsed.why, keep_);
@@ -104,6 +108,60 @@ void connection::admin_action(const std::string& rest) {
         });
       });
   guard.armed = false;
+}
+
+// -- POST /admin/reload ------------------------------------------------------
+
+void connection::admin_reload() {
+  auto* reloader = front_.reloader;
+  if (reloader == nullptr)
+    return refuse(errc::not_found,
+                  "config reload is not served by this front (sluice-node "
+                  "serves it)",
+                  keep_);
+  if (front_.reloading.exchange(true))
+    return refuse(errc::overloaded, "a config reload is in progress", keep_);
+  log_limited(admin_log, spdlog::level::warn,
+              "operator action from {}: config reload", peer_);
+  keep_pending();
+  std::weak_ptr<connection> weak = shared_from_this();
+  // A reload reads a file and waits for the new sources to start: never
+  // on an event loop. The front's shutdown waits for `reloading`.
+  auto work = [reloader, weak, gate = front_.gate, &front = front_] {
+    std::optional<reload_outcome> out;
+    std::vector<std::string> draining;
+    try {
+      out = reloader->reload("POST /admin/reload");
+      draining = front.rt.draining_sources();
+    } catch (...) { // reload catches its own; memory may still run out
+    }
+    post_to(gate, weak, [out, draining](connection& c) {
+      c.forget_pending();
+      if (!out)
+        return c.refuse(errc::overloaded, "the config reload failed", c.keep_);
+      if (!out->ok) {
+        auto body = error_body(errc::config_rejected,
+                               "config reload refused; the node runs on "
+                               "generation " +
+                                   std::to_string(out->generation) + ": " +
+                                   out->error);
+        body["error"]["generation"] = out->generation;
+        return c.write(
+            error_response_from(errc::config_rejected, body, c.keep_, c.version_));
+      }
+      c.write(make_response(200, json_text(reload_json(*out, draining)),
+                            c.keep_, c.version_));
+    });
+    front.reloading.store(false, std::memory_order_release);
+  };
+  try {
+    std::thread{std::move(work)}.detach();
+  } catch (const std::exception& e) { // no thread to be had
+    front_.reloading.store(false, std::memory_order_release);
+    forget_pending();
+    refuse(errc::overloaded,
+           std::string{"cannot start the config reload: "} + e.what(), keep_);
+  }
 }
 
 // -- GET /status --------------------------------------------------------------

@@ -23,6 +23,7 @@
 #include <caf/actor.hpp>
 
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/http_front.hpp"
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
@@ -87,7 +88,7 @@ struct front_state {
               std::vector<boost::asio::io_context*> shared)
       : rt(r)
       , settings(s)
-      , keys(s.auth, r.tiers())
+      , keys_now(std::make_shared<const client_keys>(s.auth, r.tiers()))
       , access(s.access_log)
       , events(s.max_event_subscribers)
       , shared_loops(!shared.empty())
@@ -131,8 +132,19 @@ struct front_state {
   int64_t started_unix = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-  /// Client keys (`[auth]`) and the admin key.
-  client_keys keys;
+  /// Client keys (`[auth]`) and the admin key, swapped whole by a config
+  /// reload: a request reads them once and holds what it read.
+  std::shared_ptr<const client_keys> keys() const {
+    return std::atomic_load(&keys_now);
+  }
+  void set_keys(std::shared_ptr<const client_keys> k) {
+    std::atomic_store(&keys_now, std::move(k));
+  }
+  std::shared_ptr<const client_keys> keys_now;
+  /// Config reload (`POST /admin/reload`, /status `config`); null: not
+  /// served. `reloading`: one runs now (a second is refused).
+  config_reloader* reloader = nullptr;
+  std::atomic<bool> reloading{false};
   access_log access;
   /// The main listener is bound to a loopback address.
   bool main_loopback = true;

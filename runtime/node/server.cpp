@@ -16,6 +16,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 
 #include "sluice/actors/io_thread.hpp"
 #include "sluice/actors/log.hpp"
@@ -67,6 +68,19 @@ struct front_hold {
 };
 
 namespace {
+
+/// Refuses a listener that is not on loopback without client keys unless
+/// `auth.allow_anonymous` (at the start, and on each config reload).
+void check_open_to_anyone(bool loopback, const std::string& host,
+                          const auth_settings& auth) {
+  if (!loopback && auth.keys.empty() && !auth.allow_anonymous)
+    throw config_error("auth",
+                       "node.listen " + host +
+                           " is not a loopback address and no client keys "
+                           "are configured: anyone who reaches it could spend "
+                           "the upstreams' keys. Add [auth.keys.NAME] tables, "
+                           "or write auth.allow_anonymous = true");
+}
 
 /// The loops of `rt`'s actor system, when it runs on the loop scheduler.
 std::vector<net::io_context*> shared_loops_of(runtime& rt) {
@@ -481,13 +495,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
     impl_->main_loopback = !ec && ep.address().is_loopback();
   }
   auto& auth = settings.auth;
-  if (!impl_->main_loopback && !impl_->keys.required() && !auth.allow_anonymous)
-    throw config_error("auth",
-                       "node.listen " + settings.listen_host +
-                           " is not a loopback address and no client keys "
-                           "are configured: anyone who reaches it could spend "
-                           "the upstreams' keys. Add [auth.keys.NAME] tables, "
-                           "or write auth.allow_anonymous = true");
+  check_open_to_anyone(impl_->main_loopback, settings.listen_host, auth);
   if (settings.admin_listen) {
     auto& a = *settings.admin_listen;
     listen_on(impl_->admin_acceptor, listen_endpoint(impl_->ioc, a.host, a.port),
@@ -500,7 +508,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                     "breakers without a key",
                     a.host, a.port);
   }
-  if (impl_->keys.required() && !auth.admin_digest && !settings.admin_listen)
+  if (impl_->keys()->required() && !auth.admin_digest && !settings.admin_listen)
     logger().warn("client keys are configured without auth.admin_key or "
                   "node.admin_listen: /status, /metrics, /events and "
                   "/admin/ are not served (403)");
@@ -549,6 +557,25 @@ http_front::http_front(runtime& rt, const node_settings& settings,
 
 http_front::~http_front() {
   shutdown(duration::zero());
+  if (impl_ && impl_->reloader != nullptr)
+    impl_->reloader->forget(this);
+}
+
+void http_front::serve_reloads(config_reloader& reloader) {
+  auto* state = static_cast<front_state*>(impl_.get());
+  state->reloader = &reloader;
+  reloader.add_check(this, [state](const file_config& next) {
+    check_open_to_anyone(state->main_loopback, state->settings.listen_host,
+                         next.node.auth);
+  });
+  reloader.on_applied(this, [state](const file_config& next) {
+    auto old = state->keys();
+    state->set_keys(std::make_shared<const node::client_keys>(
+        next.node.auth, state->rt.tiers(), old.get()));
+    // /events: the listener subscribes to the breakers it does not have.
+    for (auto& s : state->rt.sources())
+      caf::anon_send(state->event_relay, subscribe_atom_v, s.breaker.actor);
+  });
 }
 
 uint16_t http_front::port() const noexcept {
@@ -576,6 +603,12 @@ size_t http_front::shutdown(duration grace) {
   if (f.threads.empty() && (!f.shared_loops || f.stopping))
     return 0;
   assert_not_on_loop("http_front::shutdown (waits for the calls)");
+  // A reload started by POST /admin/reload uses the front: it ends first
+  // (it takes milliseconds; a stuck one is waited for 10 s at most).
+  auto reload_wait = std::chrono::steady_clock::now() + std::chrono::seconds{10};
+  while (f.reloading.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now() < reload_wait)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   f.stopping = true;
   net::post(f.accept_strand, [&f] {
     boost::system::error_code ec;

@@ -103,6 +103,41 @@ json loops_status(front_state& front) {
           {"cross_loop_posts", front.counters.cross_loop_posts.load()}};
 }
 
+json config_json(front_state& front) {
+  json out = {{"draining_sources", front.rt.draining_sources()}};
+  if (front.reloader == nullptr) {
+    out["generation"] = 1;
+    out["reload"] = false;
+    return out;
+  }
+  auto st = front.reloader->status();
+  out["generation"] = st.generation;
+  out["reload"] = true;
+  out["path"] = st.path.empty() ? json(nullptr) : json(st.path);
+  out["loaded_ms"] = st.loaded_unix * 1000;
+  out["reloads_refused"] = st.failed;
+  if (!st.last_error.empty()) {
+    out["last_refusal"] = st.last_error;
+    out["last_refusal_ms"] = st.last_error_unix * 1000;
+  }
+  return out;
+}
+
+json reload_json(const reload_outcome& r, std::vector<std::string> draining) {
+  auto diff = [](const policy::named_diff& d) {
+    return json{{"added", d.added},
+                {"replaced", d.replaced},
+                {"removed", d.removed},
+                {"kept", d.kept}};
+  };
+  return {{"reloaded", r.ok},
+          {"generation", r.generation},
+          {"sources", diff(r.diff.sources)},
+          {"routes", diff(r.diff.routes)},
+          {"restart_needed", r.restart_needed},
+          {"draining_sources", std::move(draining)}};
+}
+
 json status_json(front_state& front, json scopes) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
   // ids themselves, which a client could use to join another's session.
@@ -116,7 +151,8 @@ json status_json(front_state& front, json scopes) {
     s["waiting"] = s["waiting"].get<uint64_t>() + t.waiting;
   }
   json keys = json::object();
-  for (auto& k : front.keys.all()) {
+  auto key_set = front.keys();
+  for (auto& k : key_set->all()) {
     auto entry = tier_json(k->tier().status());
     entry["requests"] = k->requests.load();
     entry["rate_limited"] = k->rate_limited.load();
@@ -218,6 +254,7 @@ json status_json(front_state& front, json scopes) {
                          {"held", e.held}};
   return {{"now_ms", wall_ms(std::chrono::system_clock::now())},
           {"started_ms", front.started_unix * 1000},
+          {"config", config_json(front)},
           {"tiers", std::move(tiers)},
           {"retry_budgets", std::move(budgets)},
           {"ejection_limits", std::move(ejection)},

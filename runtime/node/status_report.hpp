@@ -42,6 +42,14 @@ void ask_breaker(front_state& front, caf::actor breaker, breaker_action action,
 /// "anonymous".
 std::string session_owner(std::string_view session);
 
+/// `/status.config`: the generation running, when and where it was
+/// loaded, refused reloads, and the sources still draining.
+nlohmann::json config_json(front_state& front);
+
+/// The body of a `POST /admin/reload` that applied the file.
+nlohmann::json reload_json(const reload_outcome& r,
+                           std::vector<std::string> draining);
+
 /// The body of `GET /status`.
 nlohmann::json status_json(front_state& front, nlohmann::json scopes);
 

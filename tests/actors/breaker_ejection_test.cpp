@@ -131,3 +131,36 @@ TEST_CASE_METHOD(ejection_fixture,
   CHECK_FALSE(held("y"));
   CHECK_FALSE(y.is_open());
 }
+
+TEST_CASE_METHOD(ejection_fixture,
+                 "ejection: a retired breaker (its source reloaded away) "
+                 "neither counts nor frees a slot under its name") {
+  fail(x, 2);
+  CHECK(x.is_open());
+  auto out = [&](const char*) {
+    return ejections->with([&](policy::ejection_ledger& l) {
+      for (auto& r : l.routes())
+        if (r.route == "/r")
+          return r.ejected;
+      return uint32_t{99};
+    });
+  };
+  CHECK(out("x") == 1);
+  // A reload replaces x: its slot is free at once, for the new x ...
+  REQUIRE(x.ejection_seat);
+  x.ejection_seat->retire();
+  CHECK(out("x") == 0);
+  // ... and the old x, draining, opening again or closing, moves nothing.
+  advance(30s); // half-open
+  outcome(x, policy::outcome_kind::transient); // the probe fails: open
+  CHECK(x.is_open());
+  CHECK(out("x") == 0);
+  // y may go now (x's slot is free), and stays counted while old x closes.
+  fail(y, 2);
+  CHECK(y.is_open());
+  CHECK(out("y") == 1);
+  advance(30s);
+  outcome(x, policy::outcome_kind::ok);
+  CHECK_FALSE(x.is_open());
+  CHECK(out("y") == 1);
+}

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -68,6 +69,45 @@ TEST_CASE("node: SIGHUP, SIGUSR1, SIGUSR2 and SIGPIPE never kill the node, "
   CHECK(r.status == 200);
   node.signal(SIGTERM);
   CHECK(node.wait_exit() == 0);
+}
+
+TEST_CASE("node: SIGHUP reloads the config file; a bad one is refused and "
+          "the node serves on",
+          "[node][signals][reload]") {
+  auto path = write_file("sighup", minimal_routes);
+  node_run node{{"--config", path, "--listen", "127.0.0.1:0"}};
+  auto port = node.port();
+  auto status = [&] {
+    return exchange(port, http::verb::get, "/status").doc();
+  };
+  auto until = [&](auto done) {
+    for (int i = 0; i < 500 && !done(); ++i)
+      std::this_thread::sleep_for(10ms);
+    return done();
+  };
+  REQUIRE(status()["config"]["generation"] == 1);
+  CHECK(exchange(port, http::verb::post, "/v1/embeddings", R"({"input":"x"})")
+            .status == 404);
+  write_file("sighup", minimal_routes +
+                           "[routes.\"/v1/embeddings\"]\nkind = "
+                           "\"embeddings\"\nsources = [\"a\"]\n");
+  node.signal(SIGHUP);
+  REQUIRE(until([&] { return status()["config"]["generation"] == 2; }));
+  CHECK(exchange(port, http::verb::post, "/v1/embeddings", R"({"input":"x"})")
+            .status == 200);
+  write_file("sighup", "[routes.\"/v1/chat/completions\"]\nsources = []\n");
+  node.signal(SIGHUP);
+  REQUIRE(until([&] { return status()["config"]["reloads_refused"] == 1; }));
+  REQUIRE(node.alive());
+  auto st = status();
+  CHECK(st["config"]["generation"] == 2);
+  CHECK(st["config"]["last_refusal"].get<std::string>().find("sources") !=
+        std::string::npos);
+  CHECK(exchange(port, http::verb::post, "/v1/embeddings", R"({"input":"x"})")
+            .status == 200);
+  node.signal(SIGTERM);
+  CHECK(node.wait_exit() == 0);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("node: --listen is parsed strictly (no atoi)", "[node]") {

@@ -30,6 +30,7 @@ constexpr errc every_errc[] = {
     errc::unauthorized,
     errc::rate_limited,
     errc::forbidden,
+    errc::config_rejected,
 };
 
 constexpr call_status every_failure[] = {

@@ -1,0 +1,202 @@
+#include "sluice/runtime/config_reload.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "sluice/actors/log.hpp"
+#include "sluice/runtime/config_error.hpp"
+
+namespace sluice {
+
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+policy::fingerprints source_prints(const file_config& cfg) {
+  policy::fingerprints out;
+  for (auto& s : cfg.sources)
+    out[s.name] = s.fingerprint;
+  return out;
+}
+
+policy::fingerprints route_prints(const file_config& cfg) {
+  policy::fingerprints out;
+  for (auto& r : cfg.routes)
+    out[r.route.name] = r.fingerprint;
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>>
+route_sources(const file_config& cfg) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (auto& r : cfg.routes) {
+    auto& names = out[r.route.name];
+    names = r.route.sources;
+    for (auto& m : r.route.models)
+      names.insert(names.end(), m.sources.begin(), m.sources.end());
+  }
+  return out;
+}
+
+// "+a ~b -c" (added, replaced, removed); "unchanged" if none.
+std::string summary(const policy::named_diff& d) {
+  std::string out;
+  auto list = [&out](char sign, const std::vector<std::string>& names) {
+    for (auto& n : names) {
+      if (!out.empty())
+        out += ' ';
+      out += sign;
+      out += n;
+    }
+  };
+  list('+', d.added);
+  list('~', d.replaced);
+  list('-', d.removed);
+  return out.empty() ? "unchanged" : out;
+}
+
+} // namespace
+
+config_reloader::config_reloader(runtime& rt, file_config running,
+                                 std::string path)
+    : rt_(rt), path_(std::move(path)), running_(std::move(running)) {
+  status_.path = path_;
+  status_.loaded_unix = unix_now();
+}
+
+void config_reloader::add_check(
+    const void* owner, std::function<void(const file_config&)> check) {
+  std::lock_guard<std::mutex> guard{mx_};
+  checks_.emplace_back(owner, std::move(check));
+}
+
+void config_reloader::on_applied(
+    const void* owner, std::function<void(const file_config&)> listener) {
+  std::lock_guard<std::mutex> guard{mx_};
+  listeners_.emplace_back(owner, std::move(listener));
+}
+
+void config_reloader::forget(const void* owner) {
+  std::lock_guard<std::mutex> guard{mx_};
+  auto mine = [owner](const hook& h) { return h.first == owner; };
+  checks_.erase(std::remove_if(checks_.begin(), checks_.end(), mine),
+                checks_.end());
+  listeners_.erase(std::remove_if(listeners_.begin(), listeners_.end(), mine),
+                   listeners_.end());
+}
+
+reload_status config_reloader::status() const {
+  std::lock_guard<std::mutex> guard{mx_};
+  return status_;
+}
+
+reload_outcome config_reloader::reload(const std::string& trigger) {
+  file_config next;
+  try {
+    if (path_.empty())
+      throw config_error("file", "the node runs on the embedded default "
+                                 "config; start it with --config FILE to "
+                                 "reload one");
+    next = load_config_file(path_);
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> guard{mx_};
+    reload_outcome out;
+    out.generation = status_.generation;
+    out.error = e.what();
+    ++status_.failed;
+    status_.last_error = out.error;
+    status_.last_error_unix = unix_now();
+    logger().error("config reload ({}) refused, still running generation "
+                   "{}: {}: {}",
+                   trigger, status_.generation,
+                   path_.empty() ? "(default)" : path_, out.error);
+    return out;
+  }
+  return apply(std::move(next), trigger);
+}
+
+reload_outcome config_reloader::apply(file_config next,
+                                      const std::string& trigger) {
+  std::lock_guard<std::mutex> guard{mx_};
+  reload_outcome out;
+  auto origin = path_.empty() ? std::string{"(default)"} : path_;
+  try {
+    for (auto& [owner, check] : checks_)
+      check(next);
+    out.diff = policy::plan_reload(source_prints(running_), source_prints(next),
+                                   route_prints(running_), route_prints(next),
+                                   route_sources(next));
+    runtime::update_plan plan;
+    plan.kinds = next.runtime.kinds;
+    auto& ds = out.diff.sources;
+    plan.retire = ds.removed;
+    plan.retire.insert(plan.retire.end(), ds.replaced.begin(),
+                       ds.replaced.end());
+    for (auto& r : next.routes)
+      plan.routes.push_back(r.route);
+    plan.keep_routes = out.diff.routes.kept;
+    std::set<std::string> build{ds.added.begin(), ds.added.end()};
+    build.insert(ds.replaced.begin(), ds.replaced.end());
+    rt_.update(plan, [&] {
+      for (auto& s : next.sources)
+        if (build.count(s.name) != 0)
+          add_declared_source(rt_, s);
+    });
+  } catch (const std::exception& e) {
+    out.generation = status_.generation;
+    out.error = e.what();
+    ++status_.failed;
+    status_.last_error = out.error;
+    status_.last_error_unix = unix_now();
+    logger().error("config reload ({}) refused, still running generation "
+                   "{}: {}: {}",
+                   trigger, status_.generation, origin, out.error);
+    return out;
+  }
+  for (auto& [part, text] : next.fixed_parts) {
+    auto i = running_.fixed_parts.find(part);
+    if (i == running_.fixed_parts.end() || i->second != text)
+      out.restart_needed.push_back(part);
+  }
+  for (auto& [part, text] : running_.fixed_parts)
+    if (next.fixed_parts.count(part) == 0)
+      out.restart_needed.push_back(part);
+  for (auto& [owner, listener] : listeners_) {
+    try {
+      listener(next);
+    } catch (const std::exception& e) {
+      logger().error("config reload: a listener threw: {}", e.what());
+    } catch (...) {
+      logger().error("config reload: a listener threw");
+    }
+  }
+  running_ = std::move(next);
+  out.ok = true;
+  out.generation = ++status_.generation;
+  status_.loaded_unix = unix_now();
+  logger().info("config reloaded ({}) from {}: generation {}; sources {}; "
+                "routes {}",
+                trigger, origin, out.generation, summary(out.diff.sources),
+                summary(out.diff.routes));
+  if (!out.restart_needed.empty())
+    logger().warn("config reload: [{}] changed in {} but takes effect only "
+                  "after a restart; the node keeps the running values",
+                  fmt::join(out.restart_needed, "], ["), origin);
+  auto draining = rt_.draining_sources();
+  if (!draining.empty())
+    logger().info("config reload: source(s) {} drain: they serve the calls "
+                  "that started before and stop after the last",
+                  fmt::join(draining, ", "));
+  return out;
+}
+
+} // namespace sluice
