@@ -78,7 +78,7 @@ using names = std::vector<std::string>;
 
 TEST_CASE_METHOD(fixture,
                  "reload: routes and sources added, changed and removed with "
-                 "calls in flight; none fails, no permit leaks") {
+                 "calls in flight - none fails, no permit leaks") {
   // The actors and tiers only: a source handle kept here would keep the
   // retired sources in service (that is what drains them).
   struct seen {

@@ -71,7 +71,7 @@ TEST_CASE("node: SIGHUP, SIGUSR1, SIGUSR2 and SIGPIPE never kill the node, "
   CHECK(node.wait_exit() == 0);
 }
 
-TEST_CASE("node: SIGHUP reloads the config file; a bad one is refused and "
+TEST_CASE("node: SIGHUP reloads the config file, a bad one is refused and "
           "the node serves on",
           "[node][signals][reload]") {
   auto path = write_file("sighup", minimal_routes);
