@@ -9,6 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "sluice/actors/back_to_actor.hpp"
 #include "sluice/messages/atoms.hpp"
 
 namespace sluice {
@@ -40,6 +41,9 @@ struct breaker_actor_state {
   std::optional<uint64_t> claim_for;
   /// Until when this node's claim lets it probe (half-open, shared).
   time_point cluster_lease_until{};
+  /// A reload took its source out: it serves the calls still draining and
+  /// tells no one (no new subscriber either).
+  bool retired = false;
   /// The routes' ejection limits (none: the window alone decides).
   std::shared_ptr<shared_ejections::seat> ejections;
 
@@ -356,7 +360,7 @@ breaker_behavior(breaker_actor* self, std::string source,
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         auto& subs = self->state.subscribers;
         // Subscribing twice still delivers each event once.
-        if (sender &&
+        if (sender && !self->state.retired &&
             std::find(subs.begin(), subs.end(), sender) == subs.end()) {
           self->monitor(sender);
           subs.push_back(std::move(sender));
@@ -395,10 +399,43 @@ breaker_behavior(breaker_actor* self, std::string source,
           announce(self, *t, true);
       },
       [self](status_atom) { return status_of(self); },
+      // Work from `reconfigure_breaker` (only that sends a breaker a thunk).
+      [self](actor_thunk& t) { t.run(self); },
   };
 }
 
 } // namespace
+
+void retire_breaker(const caf::actor& breaker) {
+  caf::anon_send(breaker, actor_thunk{[](caf::local_actor* p) {
+                   auto self = static_cast<breaker_actor*>(p);
+                   auto& st = self->state;
+                   for (auto& s : st.subscribers)
+                     self->demonitor(s);
+                   st.subscribers.clear();
+                   st.probe_gate = caf::actor{};
+                   st.retired = true;
+                 }});
+}
+
+void reconfigure_breaker(const caf::actor& breaker,
+                         const policy::breaker_config& cfg) {
+  policy::validate(cfg);
+  caf::anon_send(breaker, actor_thunk{[cfg](caf::local_actor* p) {
+                   auto self = static_cast<breaker_actor*>(p);
+                   auto& st = self->state;
+                   bool was_held = st.machine->held();
+                   st.machine->reconfigure(cfg);
+                   // A held breaker's window is gone with its samples: in
+                   // service for good again, as after any window that no
+                   // longer calls for opening.
+                   if (was_held && st.ejections)
+                     st.ejections->with(
+                         [](policy::ejection_ledger& l, const std::string& s) {
+                           l.restored(s);
+                         });
+                 }});
+}
 
 breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,
                              const policy::breaker_config& cfg,

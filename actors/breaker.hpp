@@ -37,6 +37,19 @@ struct breaker_handle {
   bool is_open() const noexcept { return mirror->is_open(); }
 };
 
+/// A config reload took the breaker's source out: from now on it only
+/// serves the calls still draining, telling its subscribers (the Redis
+/// relay, /events) nothing more and claiming no cluster probe lease, since
+/// its source's name now belongs to its successor.
+void retire_breaker(const caf::actor& breaker);
+
+/// A config reload's new settings for a running breaker
+/// (`policy::breaker_policy::reconfigure`): its state, generation and open
+/// period stay, its window starts anew. Throws `std::invalid_argument`
+/// naming the field of nonsense settings, before sending anything.
+void reconfigure_breaker(const caf::actor& breaker,
+                         const policy::breaker_config& cfg);
+
 /// How long a breaker shared with other nodes waits for the relay's answer
 /// to its claim of the cluster's probe lease before it decides alone.
 constexpr duration probe_claim_timeout = std::chrono::seconds{2};

@@ -34,6 +34,8 @@ public:
   /// the old breaker, still draining its calls, does nothing -- so it can
   /// neither count the new breaker's name ejected nor restore it.
   class seat {
+    friend class shared_ejections;
+
   public:
     seat(std::shared_ptr<shared_ejections> all, std::string source)
         : all_(std::move(all)), source_(std::move(source)) {
@@ -63,19 +65,42 @@ public:
     }
 
     /// Out of the ledger for good (its source is out of the config).
-    void retire() {
+    /// `forget_name`: the ledger forgets the source's name too -- not for
+    /// a seat that never went live (a reload's replacement that was
+    /// refused): the name is still the running source's.
+    void retire(bool forget_name = true) {
       std::lock_guard<std::mutex> guard{all_->mx_};
+      retire_locked(forget_name);
+    }
+
+  private:
+    void retire_locked(bool forget_name) {
       if (retired_)
         return;
       retired_ = true;
-      all_->ledger_.restored(source_);
+      if (forget_name)
+        all_->ledger_.restored(source_);
     }
+
+  public:
 
   private:
     std::shared_ptr<shared_ejections> all_;
     std::string source_;
     bool retired_ = false; // guarded by all_->mx_
   };
+
+  /// In one step under the lock (a reload's commit, so no breaker sees
+  /// the limits half swapped): retires `seats` (as `seat::retire`), then
+  /// runs `f(ledger)`.
+  template <class Seats, class F>
+  void retire_and(const Seats& seats, F&& f) {
+    std::lock_guard<std::mutex> guard{mx_};
+    for (auto& s : seats)
+      if (s)
+        s->retire_locked(true);
+    f(ledger_);
+  }
 
 private:
   mutable std::mutex mx_;

@@ -397,8 +397,10 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
                          : after_sleep::next_round);
 }
 
-bool is_current(governor_state& st, uint64_t seq) {
-  return find_running(st, seq) != nullptr;
+// Whether attempt `seq` is still out.
+bool is_current(const governor_state& st, uint64_t seq) {
+  return std::any_of(st.running.begin(), st.running.end(),
+                     [seq](const running_attempt& a) { return a.seq == seq; });
 }
 
 // Stops attempt `a` upstream without its answer: a runner is killed (the
@@ -598,9 +600,7 @@ bool running_at(const governor_state& st, size_t idx) {
 // or another attempt took that source meanwhile.
 bool stale_hedge(const governor_state& st, uint64_t hedge_for, size_t idx) {
   return st.phase != governor_phase::attempting || st.committed ||
-         !std::any_of(st.running.begin(), st.running.end(),
-                      [hedge_for](auto& a) { return a.seq == hedge_for; }) ||
-         running_at(st, idx);
+         !is_current(st, hedge_for) || running_at(st, idx);
 }
 
 void try_candidate(governor_actor* self,

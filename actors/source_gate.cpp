@@ -7,6 +7,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "sluice/actors/back_to_actor.hpp"
 #include "sluice/messages/atoms.hpp"
 
 namespace sluice {
@@ -79,6 +80,8 @@ caf::behavior gate(gate_actor* self, std::string name,
       },
       // A permit came back outside an attempt's outcome (its holder died).
       [self](wake_atom) { wake_watchers(self); },
+      // Work from `reconfigure_gate` (only that sends a gate a thunk).
+      [self](actor_thunk& t) { t.run(self); },
       [self](status_atom) {
         auto s = self->state.tier->load();
         return gate_status{self->state.tier->cap(), s.in_use, s.waiting};
@@ -87,6 +90,18 @@ caf::behavior gate(gate_actor* self, std::string name,
 }
 
 } // namespace
+
+void reconfigure_gate(const caf::actor& gate,
+                      const policy::aimd_config& aimd) {
+  policy::validate(aimd);
+  caf::anon_send(gate, actor_thunk{[aimd](caf::local_actor* p) {
+                   auto self = static_cast<gate_actor*>(p);
+                   auto& st = self->state;
+                   st.limit->reconfigure(aimd);
+                   st.tier->set_cap(st.limit->limit());
+                   wake_watchers(self); // a higher cap frees permits
+                 }});
+}
 
 caf::actor spawn_source_gate(caf::actor_system& sys, std::string name,
                              std::shared_ptr<policy::tier_counter> tier,

@@ -75,6 +75,12 @@ struct source_handle {
   std::shared_ptr<const void> lifetime{};
 };
 
+/// A config reload's new AIMD settings for a running gate: the limit
+/// reached stays, brought into the new [min, max]
+/// (`policy::aimd_limit::reconfigure`). Throws `std::invalid_argument`
+/// naming the field of nonsense settings, before sending anything.
+void reconfigure_gate(const caf::actor& gate, const policy::aimd_config& aimd);
+
 /// Spawns the gate of source `name`: the owner of its AIMD limit (the cap
 /// of `tier`), which it moves on each attempt's outcome, and of the
 /// watchers it tells when a permit frees. Protocol:

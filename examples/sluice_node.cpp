@@ -239,6 +239,19 @@ int main(int argc, char** argv) {
     sluice::config_reloader config_reload{*rt, cfg, config_path};
     sluice::http_front front{*rt, cfg.node};
     front.serve_reloads(config_reload);
+    // CAF's network layer is loaded only for a start with remote sources:
+    // a reload cannot add the first one.
+    config_reload.add_check(&sys, [&sys](const sluice::file_config& next) {
+      if (sys.has_middleman())
+        return;
+      for (auto& s : next.sources)
+        if (s.type == "remote")
+          throw sluice::config_error(
+              "sources." + s.name,
+              "a remote source needs CAF's network layer, which the node "
+              "loads only when it starts with one: restart to add it",
+              s.line);
+    });
     reloader = &config_reload;
     auto address = printable(cfg.node.listen_host, front.port());
     auto* loops = sluice::loop_scheduler::of(sys);

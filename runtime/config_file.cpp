@@ -41,12 +41,23 @@ std::string file_print(const std::string& path) {
   return std::string{d.begin(), d.end()};
 }
 
-std::string source_print(const toml::table& t, const source_decl& d) {
-  auto out = as_text(t);
+// The tables of a source a reload can change in place.
+constexpr std::string_view tuning_tables[] = {"breaker", "aimd", "quota",
+                                              "models"};
+
+policy::source_print source_print(const toml::table& t, const source_decl& d) {
+  policy::source_print out;
+  auto upstream = t;
+  for (auto key : tuning_tables) {
+    upstream.erase(key);
+    if (auto* sub = t.get_as<toml::table>(key))
+      out.tuning += std::string{key} + as_text(*sub) + "\n";
+  }
+  out.upstream = as_text(upstream);
   if (d.type == "http" && d.http.tls)
-    out += "\n#tls " + file_print(d.http.tls->ca_file) + " " +
-           file_print(d.http.tls->client_cert) + " " +
-           file_print(d.http.tls->client_key);
+    out.upstream += "\n#tls " + file_print(d.http.tls->ca_file) + " " +
+                    file_print(d.http.tls->client_cert) + " " +
+                    file_print(d.http.tls->client_key);
   return out;
 }
 

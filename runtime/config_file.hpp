@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sluice/actors/http_source.hpp"
+#include "sluice/runtime/policy/config_diff.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/config/secret.hpp"
 #include "sluice/runtime/remote_source.hpp"
@@ -109,10 +110,13 @@ struct source_decl {
   /// For type "remote".
   remote_source_config remote;
   int line = 0;
-  /// Changes whenever the definition does (its table as TOML, and the
-  /// content of the TLS files it names): a reload keeps a source whose
-  /// fingerprint it already runs, state and all (policy/config_diff.hpp).
-  std::string fingerprint;
+  /// Changes whenever the definition does, in two parts
+  /// (policy/config_diff.hpp): `upstream`, its table as TOML without the
+  /// tables below and the content of the TLS files it names -- a reload
+  /// replaces a source whose upstream part changed --; `tuning`, its
+  /// `breaker`, `aimd`, `quota` and `models` tables, which a reload
+  /// changes in place.
+  policy::source_print fingerprint;
 };
 
 /// One `[routes."PATH"]` table.

@@ -21,8 +21,8 @@ int64_t unix_now() {
       .count();
 }
 
-policy::fingerprints source_prints(const file_config& cfg) {
-  policy::fingerprints out;
+policy::source_prints source_prints(const file_config& cfg) {
+  policy::source_prints out;
   for (auto& s : cfg.sources)
     out[s.name] = s.fingerprint;
   return out;
@@ -47,7 +47,7 @@ route_sources(const file_config& cfg) {
   return out;
 }
 
-// "+a ~b -c" (added, replaced, removed); "unchanged" if none.
+// "+a ~b *c -d" (added, replaced, tuned, removed); "unchanged" if none.
 std::string summary(const policy::named_diff& d) {
   std::string out;
   auto list = [&out](char sign, const std::vector<std::string>& names) {
@@ -60,6 +60,7 @@ std::string summary(const policy::named_diff& d) {
   };
   list('+', d.added);
   list('~', d.replaced);
+  list('*', d.tuned);
   list('-', d.removed);
   return out.empty() ? "unchanged" : out;
 }
@@ -95,11 +96,30 @@ void config_reloader::forget(const void* owner) {
 }
 
 reload_status config_reloader::status() const {
-  std::lock_guard<std::mutex> guard{mx_};
+  std::lock_guard<std::mutex> guard{status_mx_};
   return status_;
 }
 
+reload_outcome config_reloader::refused(const std::string& trigger,
+                                        std::string error) {
+  std::lock_guard<std::mutex> guard{status_mx_};
+  reload_outcome out;
+  out.generation = status_.generation;
+  out.error = std::move(error);
+  ++status_.failed;
+  status_.last_error = out.error;
+  status_.last_error_unix = unix_now();
+  logger().error("config reload ({}) refused, still running generation "
+                 "{}: {}: {}",
+                 trigger, status_.generation,
+                 path_.empty() ? "(default)" : path_, out.error);
+  return out;
+}
+
 reload_outcome config_reloader::reload(const std::string& trigger) {
+  // Held from the read to the end: a reload never applies a file older
+  // than one applied before it.
+  std::lock_guard<std::mutex> guard{mx_};
   file_config next;
   try {
     if (path_.empty())
@@ -108,25 +128,21 @@ reload_outcome config_reloader::reload(const std::string& trigger) {
                                  "reload one");
     next = load_config_file(path_);
   } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> guard{mx_};
-    reload_outcome out;
-    out.generation = status_.generation;
-    out.error = e.what();
-    ++status_.failed;
-    status_.last_error = out.error;
-    status_.last_error_unix = unix_now();
-    logger().error("config reload ({}) refused, still running generation "
-                   "{}: {}: {}",
-                   trigger, status_.generation,
-                   path_.empty() ? "(default)" : path_, out.error);
-    return out;
+    return refused(trigger, e.what());
+  } catch (...) {
+    return refused(trigger, "reading the file failed");
   }
-  return apply(std::move(next), trigger);
+  return apply_locked(std::move(next), trigger);
 }
 
 reload_outcome config_reloader::apply(file_config next,
                                       const std::string& trigger) {
   std::lock_guard<std::mutex> guard{mx_};
+  return apply_locked(std::move(next), trigger);
+}
+
+reload_outcome config_reloader::apply_locked(file_config next,
+                                             const std::string& trigger) {
   reload_outcome out;
   auto origin = path_.empty() ? std::string{"(default)"} : path_;
   try {
@@ -144,6 +160,9 @@ reload_outcome config_reloader::apply(file_config next,
     for (auto& r : next.routes)
       plan.routes.push_back(r.route);
     plan.keep_routes = out.diff.routes.kept;
+    for (auto& s : next.sources)
+      if (std::find(ds.tuned.begin(), ds.tuned.end(), s.name) != ds.tuned.end())
+        plan.tune.emplace_back(s.name, s.settings);
     std::set<std::string> build{ds.added.begin(), ds.added.end()};
     build.insert(ds.replaced.begin(), ds.replaced.end());
     rt_.update(plan, [&] {
@@ -152,15 +171,9 @@ reload_outcome config_reloader::apply(file_config next,
           add_declared_source(rt_, s);
     });
   } catch (const std::exception& e) {
-    out.generation = status_.generation;
-    out.error = e.what();
-    ++status_.failed;
-    status_.last_error = out.error;
-    status_.last_error_unix = unix_now();
-    logger().error("config reload ({}) refused, still running generation "
-                   "{}: {}: {}",
-                   trigger, status_.generation, origin, out.error);
-    return out;
+    return refused(trigger, e.what());
+  } catch (...) {
+    return refused(trigger, "applying the config failed");
   }
   for (auto& [part, text] : next.fixed_parts) {
     auto i = running_.fixed_parts.find(part);
@@ -181,8 +194,11 @@ reload_outcome config_reloader::apply(file_config next,
   }
   running_ = std::move(next);
   out.ok = true;
-  out.generation = ++status_.generation;
-  status_.loaded_unix = unix_now();
+  {
+    std::lock_guard<std::mutex> guard{status_mx_};
+    out.generation = ++status_.generation;
+    status_.loaded_unix = unix_now();
+  }
   logger().info("config reloaded ({}) from {}: generation {}; sources {}; "
                 "routes {}",
                 trigger, origin, out.generation, summary(out.diff.sources),

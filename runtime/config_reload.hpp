@@ -46,7 +46,7 @@ struct reload_status {
 /// and checks the file again and applies it to the runtime with
 /// `runtime::update`, or, on any error, keeps running the config it has
 /// and says why. One reload at a time; any thread but an event loop's (it
-/// reads a file and waits for new sources to start).
+/// reads a file and spawns the new sources).
 class config_reloader {
 public:
   /// `running`: the config the runtime was built from; `path`: its file
@@ -80,10 +80,18 @@ public:
   reload_status status() const;
 
 private:
+  reload_outcome apply_locked(file_config next, const std::string& trigger);
+
+  reload_outcome refused(const std::string& trigger, std::string error);
+
   runtime& rt_;
   std::string path_;
-  mutable std::mutex mx_;
+  /// One reload at a time, from reading the file to the end; guards
+  /// `running_`, the checks and the listeners.
+  std::mutex mx_;
   file_config running_;
+  /// Guards `status_` alone: /status reads it during a reload.
+  mutable std::mutex status_mx_;
   reload_status status_;
   using hook = std::pair<const void*, std::function<void(const file_config&)>>;
   std::vector<hook> checks_;

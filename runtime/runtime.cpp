@@ -414,6 +414,28 @@ std::string model_label(const std::string& route, const std::string& pattern) {
   return route + " model " + pattern;
 }
 
+// Registers `r`'s ejection limits. Each source list is limited apart, as
+// each is a route's way to serve.
+void add_limits(policy::ejection_ledger& l, const route_config& r) {
+  if (!r.max_ejection_percent)
+    return;
+  if (!r.sources.empty())
+    l.add_route(r.name, r.sources, *r.max_ejection_percent);
+  for (auto& m : r.models)
+    l.add_route(model_label(r.name, m.pattern), m.sources,
+                *r.max_ejection_percent);
+}
+
+// Forgets the ejection limits of the route whose plans `fallback` and
+// `by_model` are.
+template <class Entry>
+void remove_limits(policy::ejection_ledger& l, const Entry& e) {
+  if (e.fallback)
+    l.remove_route(e.fallback->label);
+  for (auto& p : e.by_model)
+    l.remove_route(p->label);
+}
+
 } // namespace
 
 runtime::route_entry runtime::build_route(
@@ -473,27 +495,6 @@ runtime::route_entry runtime::build_route(
   return entry;
 }
 
-void runtime::add_limits(const route_config& r) {
-  // Each source list is limited apart, as each is a route's way to serve.
-  if (r.max_ejection_percent)
-    ejections_->with([&](policy::ejection_ledger& l) {
-      if (!r.sources.empty())
-        l.add_route(r.name, r.sources, *r.max_ejection_percent);
-      for (auto& m : r.models)
-        l.add_route(model_label(r.name, m.pattern), m.sources,
-                    *r.max_ejection_percent);
-    });
-}
-
-void runtime::remove_limits(const route_entry& e) {
-  ejections_->with([&](policy::ejection_ledger& l) {
-    if (e.fallback)
-      l.remove_route(e.fallback->label);
-    for (auto& p : e.by_model)
-      l.remove_route(p->label);
-  });
-}
-
 void runtime::add_route(route_config r) {
   std::unique_lock<std::shared_mutex> guard{mx_};
   auto entry = build_route(r, cfg_.kinds, [this](const std::string& name) {
@@ -503,7 +504,7 @@ void runtime::add_route(route_config r) {
   if (routes_.count(r.name) != 0)
     throw config_error("routes." + r.name,
                        "a route with this name already exists");
-  add_limits(r);
+  ejections_->with([&](policy::ejection_ledger& l) { add_limits(l, r); });
   routes_.emplace(r.name, std::move(entry));
   route_order_.push_back(r.name);
 }
@@ -523,10 +524,12 @@ void runtime::update(const update_plan& plan,
       if (auto life = std::static_pointer_cast<const source_lifetime>(
               h.lifetime)) {
         life->retired->store(true, std::memory_order_release);
+        // Never live: the name in the ledger is the running source's.
         if (h.breaker.ejection_seat)
-          h.breaker.ejection_seat->retire();
+          h.breaker.ejection_seat->retire(false);
       }
     staged_.clear(); // the lifetimes stop the actors
+    tuned_.clear();
     staged_http_.clear();
     staged_owned_.clear();
     staging_free_.clear();
@@ -534,10 +537,35 @@ void runtime::update(const update_plan& plan,
   };
   std::map<std::string, route_entry> routes;
   try {
+    // Tuned sources: their settings checked, their new handles made (the
+    // actors are told at the commit).
+    for (auto& [name, settings] : plan.tune) {
+      auto key = "sources." + name;
+      with_key_prefix(key + ".breaker", [&] { validate(settings.breaker); });
+      with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
+      if (settings.quota)
+        with_key_prefix(key + ".quota", [&] { validate(*settings.quota); });
+      std::unique_lock<std::shared_mutex> guard{mx_};
+      auto i = sources_.find(name);
+      if (i == sources_.end())
+        throw config_error(key, "no source of this name runs to tune");
+      auto h = i->second;
+      h.quota = settings.quota ? std::make_shared<source_quota>(
+                                     *settings.quota, sys_.clock().now())
+                               : nullptr;
+      h.model_names = nullptr;
+      if (!settings.model_names.empty())
+        h.model_names =
+            std::make_shared<const std::map<std::string, std::string>>(
+                settings.model_names);
+      tuned_.insert_or_assign(name, std::move(h));
+    }
     add_sources();
     std::shared_lock<std::shared_mutex> guard{mx_};
     auto find = [&](const std::string& name) -> const source_handle* {
       if (auto i = staged_.find(name); i != staged_.end())
+        return &i->second;
+      if (auto i = tuned_.find(name); i != tuned_.end())
         return &i->second;
       if (staging_free_.count(name) != 0)
         return nullptr;
@@ -551,7 +579,21 @@ void runtime::update(const update_plan& plan,
         throw config_error("routes." + r.name,
                            "a route with this name already exists");
       auto old = routes_.find(r.name);
-      if (keep.count(r.name) != 0 && old != routes_.end())
+      // A kept route must not hold a retired source (its lifetime would
+      // never end): then it is rebuilt whatever the caller said.
+      auto holds_retired = [&](const route_entry& e) {
+        auto in = [&](const std::shared_ptr<const route_plan>& p) {
+          return p && std::any_of(p->sources.begin(), p->sources.end(),
+                                  [&](const source_handle& h) {
+                                    return staging_free_.count(h.name) != 0 ||
+                                           tuned_.count(h.name) != 0;
+                                  });
+        };
+        return in(e.fallback) ||
+               std::any_of(e.by_model.begin(), e.by_model.end(), in);
+      };
+      if (keep.count(r.name) != 0 && old != routes_.end() &&
+          !holds_retired(old->second))
         routes.emplace(r.name, old->second);
       else
         routes.emplace(r.name, build_route(r, plan.kinds, find));
@@ -561,21 +603,17 @@ void runtime::update(const update_plan& plan,
     throw;
   }
   // Commit: nothing below throws but allocation.
-  {
-    // A retired source's death is no news, and a replacement starts clean.
-    std::lock_guard<std::mutex> health_guard{health_->mx};
-    for (auto& name : plan.retire)
-      health_->broken.erase(name);
-    health_->any.store(!health_->broken.empty(), std::memory_order_release);
-  }
   std::unique_lock<std::shared_mutex> guard{mx_};
+  std::vector<std::shared_ptr<shared_ejections::seat>> seats;
   for (auto& name : plan.retire) {
     auto i = sources_.find(name);
     if (i == sources_.end())
       continue;
     auto& h = i->second;
-    if (h.breaker.ejection_seat)
-      h.breaker.ejection_seat->retire();
+    seats.push_back(h.breaker.ejection_seat);
+    // Draining, its breaker tells no one (the relay, /events) of what it
+    // decides: the name is its successor's.
+    retire_breaker(h.breaker.actor);
     if (auto life = std::const_pointer_cast<source_lifetime>(
             std::static_pointer_cast<const source_lifetime>(h.lifetime))) {
       life->retired->store(true, std::memory_order_release);
@@ -592,6 +630,14 @@ void runtime::update(const update_plan& plan,
     sources_.erase(i);
     http_sources_.erase(name);
   }
+  {
+    // A retired source's death is no news (its flag is set above, so its
+    // actors report nothing more), and a replacement starts clean.
+    std::lock_guard<std::mutex> health_guard{health_->mx};
+    for (auto& name : plan.retire)
+      health_->broken.erase(name);
+    health_->any.store(!health_->broken.empty(), std::memory_order_release);
+  }
   for (auto& [name, h] : staged_) {
     if (relay_)
       caf::anon_send(relay_, relay_watch_atom_v, name, h.breaker.actor);
@@ -599,16 +645,29 @@ void runtime::update(const update_plan& plan,
   }
   for (auto& [name, h] : staged_http_)
     http_sources_.insert_or_assign(name, std::move(h));
+  for (auto& [name, settings] : plan.tune) {
+    auto i = tuned_.find(name);
+    if (i == tuned_.end())
+      continue;
+    reconfigure_breaker(i->second.breaker.actor, settings.breaker);
+    reconfigure_gate(i->second.gate, settings.aimd);
+    sources_.insert_or_assign(name, std::move(i->second));
+  }
+  tuned_.clear();
   owned_.insert(owned_.end(), staged_owned_.begin(), staged_owned_.end());
   staged_.clear();
   staged_http_.clear();
   staged_owned_.clear();
   staging_free_.clear();
   staging_ = false;
-  for (auto& [name, e] : routes_)
-    remove_limits(e);
-  for (auto& r : plan.routes)
-    add_limits(r);
+  // The retired seats and the limits in one step: no breaker sees the
+  // limits half swapped.
+  ejections_->retire_and(seats, [&](policy::ejection_ledger& l) {
+    for (auto& [name, e] : routes_)
+      remove_limits(l, e);
+    for (auto& r : plan.routes)
+      add_limits(l, r);
+  });
   routes_ = std::move(routes);
   route_order_.clear();
   for (auto& r : plan.routes)

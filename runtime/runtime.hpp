@@ -362,6 +362,10 @@ public:
     /// Sources taken out: removed from the config, or replaced (built
     /// afresh by `update`'s `add_sources` under the same name).
     std::vector<std::string> retire;
+    /// Sources kept with new settings of their own, applied in place:
+    /// breaker and AIMD settings (state, generation, open period and limit
+    /// reached stay), a new quota (starting full) and model names.
+    std::vector<std::pair<std::string, source_settings>> tune;
     /// Every route of the new config, in its order.
     std::vector<route_config> routes;
     /// Of those, the ones whose plans (and retry budgets) stay as they
@@ -412,11 +416,6 @@ private:
               const std::function<const source_handle*(const std::string&)>&
                   find) const;
 
-  /// Registers `r`'s ejection limits (`entry` built from it).
-  void add_limits(const route_config& r);
-
-  /// Forgets the ejection limits of route `e`.
-  void remove_limits(const route_entry& e);
 
   std::shared_ptr<const route_plan> route(const call_request& request) const;
 
@@ -453,6 +452,7 @@ private:
   bool staging_ = false;
   std::set<std::string> staging_free_;
   std::map<std::string, source_handle> staged_;
+  std::map<std::string, source_handle> tuned_;
   std::map<std::string, http_source> staged_http_;
   std::vector<caf::actor> staged_owned_;
   /// Sources a reload took out, while calls still hold them.

@@ -1,6 +1,7 @@
 // `[sources.NAME]` and the tables inside it.
 
 #include <algorithm>
+#include <limits>
 
 #include "sluice/actors/sim_answers.hpp"
 #include "sluice/runtime/config/sections.hpp"
@@ -130,14 +131,11 @@ void read_statuses(table_reader& r, policy::status_rules& rules) {
     for (auto& n : *list) {
       if (!n.is_integer())
         r.fail(key, "must be an array of HTTP statuses (integers)", &n);
-      auto status = *n.value<int64_t>();
-      if (status < policy::first_classed_status ||
-          status > policy::last_classed_status)
-        r.fail(key,
-               "status " + std::to_string(status) +
-                   " is not in [300, 599] (a 2xx is a success; see "
-                   "empty_2xx_transient)",
-               &n);
+      // Clamped, not cast: a huge integer must not wrap into [300, 599].
+      // `set` says what is wrong with it (the one place of the rule).
+      auto status = std::clamp<int64_t>(*n.value<int64_t>(),
+                                        std::numeric_limits<int>::min(),
+                                        std::numeric_limits<int>::max());
       try {
         rules.set(static_cast<int>(status), kind);
       } catch (const field_error& e) {

@@ -113,20 +113,31 @@ void connection::admin_action(const std::string& rest) {
 // -- POST /admin/reload ------------------------------------------------------
 
 void connection::admin_reload() {
-  auto* reloader = front_.reloader;
+  auto* reloader = front_.reloader.load(std::memory_order_acquire);
   if (reloader == nullptr)
     return refuse(errc::not_found,
                   "config reload is not served by this front (sluice-node "
                   "serves it)",
                   keep_);
-  if (front_.reloading.exchange(true))
+  std::unique_lock<std::mutex> reload_guard{front_.reload_mx};
+  if (front_.reloads_closed) {
+    reload_guard.unlock();
+    return refuse(errc::shutting_down, "the node is stopping", keep_);
+  }
+  if (front_.reloading.load(std::memory_order_acquire)) {
+    reload_guard.unlock();
     return refuse(errc::overloaded, "a config reload is in progress", keep_);
+  }
+  // The last reload's thread has ended (or is ending): reaped here.
+  if (front_.reload_thread.joinable())
+    front_.reload_thread.join();
+  front_.reloading.store(true, std::memory_order_release);
   log_limited(admin_log, spdlog::level::warn,
               "operator action from {}: config reload", peer_);
   keep_pending();
   std::weak_ptr<connection> weak = shared_from_this();
-  // A reload reads a file and waits for the new sources to start: never
-  // on an event loop. The front's shutdown waits for `reloading`.
+  // A reload reads a file and spawns the new sources: never on an event
+  // loop. The front's shutdown joins the thread.
   auto work = [reloader, weak, gate = front_.gate, &front = front_] {
     std::optional<reload_outcome> out;
     std::vector<std::string> draining;
@@ -135,7 +146,8 @@ void connection::admin_reload() {
       draining = front.rt.draining_sources();
     } catch (...) { // reload catches its own; memory may still run out
     }
-    post_to(gate, weak, [out, draining](connection& c) {
+    try {
+      post_to(gate, weak, [out, draining](connection& c) {
       c.forget_pending();
       if (!out)
         return c.refuse(errc::overloaded, "the config reload failed", c.keep_);
@@ -151,11 +163,13 @@ void connection::admin_reload() {
       }
       c.write(make_response(200, json_text(reload_json(*out, draining)),
                             c.keep_, c.version_));
-    });
+      });
+    } catch (...) { // no memory for the post: the client's read times out
+    }
     front.reloading.store(false, std::memory_order_release);
   };
   try {
-    std::thread{std::move(work)}.detach();
+    front_.reload_thread = std::thread{std::move(work)};
   } catch (const std::exception& e) { // no thread to be had
     front_.reloading.store(false, std::memory_order_release);
     forget_pending();

@@ -39,7 +39,8 @@ choose_endpoint(std::string_view target, http::verb method,
     return only(method, http::verb::get, endpoint::healthz, "use GET /healthz");
   if (path->rfind("/admin/", 0) == 0)
     return only(method, http::verb::post, endpoint::admin_action,
-                "use POST on /admin/breakers/SOURCE/ACTION", path->substr(7));
+                "use POST on /admin/reload or /admin/breakers/SOURCE/ACTION",
+                path->substr(7));
   if (*path == "/status")
     return only(method, http::verb::get, endpoint::status, "use GET /status");
   if (*path == "/events")

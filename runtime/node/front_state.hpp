@@ -142,9 +142,14 @@ struct front_state {
   }
   std::shared_ptr<const client_keys> keys_now;
   /// Config reload (`POST /admin/reload`, /status `config`); null: not
-  /// served. `reloading`: one runs now (a second is refused).
-  config_reloader* reloader = nullptr;
+  /// served. `reloading`: one runs now (a second is refused). The thread
+  /// of the last one, joined by the next and by shutdown, which closes
+  /// reloads first (`reloads_closed`); these three under `reload_mx`.
+  std::atomic<config_reloader*> reloader{nullptr};
   std::atomic<bool> reloading{false};
+  std::mutex reload_mx;
+  std::thread reload_thread;
+  bool reloads_closed = false;
   access_log access;
   /// The main listener is bound to a loopback address.
   bool main_loopback = true;

@@ -557,13 +557,14 @@ http_front::http_front(runtime& rt, const node_settings& settings,
 
 http_front::~http_front() {
   shutdown(duration::zero());
-  if (impl_ && impl_->reloader != nullptr)
-    impl_->reloader->forget(this);
+  if (impl_)
+    if (auto* r = impl_->reloader.load(std::memory_order_acquire))
+      r->forget(this);
 }
 
 void http_front::serve_reloads(config_reloader& reloader) {
   auto* state = static_cast<front_state*>(impl_.get());
-  state->reloader = &reloader;
+  state->reloader.store(&reloader, std::memory_order_release);
   reloader.add_check(this, [state](const file_config& next) {
     check_open_to_anyone(state->main_loopback, state->settings.listen_host,
                          next.node.auth);
@@ -600,15 +601,19 @@ size_t http_front::shutdown(duration grace) {
   if (!impl_)
     return 0; // left behind by a shutdown that could not finish
   auto& f = *impl_;
+  // A reload started by POST /admin/reload uses the front, the runtime and
+  // the reloader: no new one, and the last one ends before anything goes.
+  std::thread reload;
+  {
+    std::lock_guard<std::mutex> guard{f.reload_mx};
+    f.reloads_closed = true;
+    reload = std::move(f.reload_thread);
+  }
+  if (reload.joinable())
+    reload.join();
   if (f.threads.empty() && (!f.shared_loops || f.stopping))
     return 0;
   assert_not_on_loop("http_front::shutdown (waits for the calls)");
-  // A reload started by POST /admin/reload uses the front: it ends first
-  // (it takes milliseconds; a stuck one is waited for 10 s at most).
-  auto reload_wait = std::chrono::steady_clock::now() + std::chrono::seconds{10};
-  while (f.reloading.load(std::memory_order_acquire) &&
-         std::chrono::steady_clock::now() < reload_wait)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   f.stopping = true;
   net::post(f.accept_strand, [&f] {
     boost::system::error_code ec;

@@ -105,12 +105,13 @@ json loops_status(front_state& front) {
 
 json config_json(front_state& front) {
   json out = {{"draining_sources", front.rt.draining_sources()}};
-  if (front.reloader == nullptr) {
+  auto* reloader = front.reloader.load(std::memory_order_acquire);
+  if (reloader == nullptr) {
     out["generation"] = 1;
     out["reload"] = false;
     return out;
   }
-  auto st = front.reloader->status();
+  auto st = reloader->status();
   out["generation"] = st.generation;
   out["reload"] = true;
   out["path"] = st.path.empty() ? json(nullptr) : json(st.path);
@@ -127,6 +128,7 @@ json reload_json(const reload_outcome& r, std::vector<std::string> draining) {
   auto diff = [](const policy::named_diff& d) {
     return json{{"added", d.added},
                 {"replaced", d.replaced},
+                {"tuned", d.tuned},
                 {"removed", d.removed},
                 {"kept", d.kept}};
   };

@@ -31,6 +31,12 @@ aimd_limit::aimd_limit(const aimd_config& cfg)
   // nop
 }
 
+void aimd_limit::reconfigure(const aimd_config& cfg) {
+  validate(cfg);
+  cfg_ = cfg;
+  limit_ = std::clamp(limit_, cfg.min, cfg.max);
+}
+
 void aimd_limit::on_success(uint32_t in_flight) noexcept {
   if (in_flight * 2 < limit_)
     return;

@@ -34,6 +34,13 @@ public:
 
   uint32_t limit() const noexcept { return limit_; }
 
+  const aimd_config& config() const noexcept { return cfg_; }
+
+  /// New settings in place (a config reload): the limit reached so far
+  /// stays, brought into [min, max]; `initial` matters no more. `cfg` must
+  /// pass `validate`.
+  void reconfigure(const aimd_config& cfg);
+
   /// A call succeeded while `in_flight` calls (including it) were running.
   void on_success(uint32_t in_flight) noexcept;
 

@@ -92,6 +92,13 @@ breaker_policy::breaker_policy(const breaker_config& cfg)
   // nop
 }
 
+void breaker_policy::reconfigure(const breaker_config& cfg) {
+  validate(cfg);
+  window_ = make_window(cfg);
+  cfg_ = cfg;
+  held_ = false;
+}
+
 window_totals breaker_policy::window(time_point now) const noexcept {
   if (auto w = std::get_if<count_window>(&window_))
     return w->totals();

@@ -126,6 +126,13 @@ public:
   record(uint64_t generation, bool failed, duration elapsed, time_point now,
          const std::function<bool()>& may_open = {});
 
+  /// New settings in place (a config reload that changed only them): the
+  /// state, generation, open period, isolation and opening count stay; the
+  /// window starts empty in its new shape (samples taken under other
+  /// thresholds are not read again), so a held breaker is no longer held.
+  /// `cfg` must pass `validate`.
+  void reconfigure(const breaker_config& cfg);
+
   /// Whether the window calls for opening and an ejection limit refused.
   bool held() const noexcept { return held_; }
 

@@ -22,16 +22,34 @@ named_diff diff_named(const fingerprints& before, const fingerprints& after) {
   return d; // std::map order: each list sorted
 }
 
+named_diff diff_sources(const source_prints& before,
+                        const source_prints& after) {
+  fingerprints upstream_before;
+  fingerprints upstream_after;
+  for (auto& [name, p] : before)
+    upstream_before[name] = p.upstream;
+  for (auto& [name, p] : after)
+    upstream_after[name] = p.upstream;
+  auto d = diff_named(upstream_before, upstream_after);
+  std::vector<std::string> kept;
+  for (auto& name : d.kept)
+    (before.at(name).tuning == after.at(name).tuning ? kept : d.tuned)
+        .push_back(name);
+  d.kept = std::move(kept);
+  return d;
+}
+
 reload_diff
-plan_reload(const fingerprints& sources_before,
-            const fingerprints& sources_after,
+plan_reload(const source_prints& sources_before,
+            const source_prints& sources_after,
             const fingerprints& routes_before, const fingerprints& routes_after,
             const std::map<std::string, std::vector<std::string>>& route_sources) {
   reload_diff d;
-  d.sources = diff_named(sources_before, sources_after);
+  d.sources = diff_sources(sources_before, sources_after);
   d.routes = diff_named(routes_before, routes_after);
   std::set<std::string> replaced{d.sources.replaced.begin(),
                                  d.sources.replaced.end()};
+  replaced.insert(d.sources.tuned.begin(), d.sources.tuned.end());
   auto names_replaced = [&](const std::string& route) {
     auto i = route_sources.find(route);
     if (i == route_sources.end())

@@ -16,12 +16,17 @@ struct named_diff {
   std::vector<std::string> added;
   /// Same name, another definition: built afresh, the old one retired.
   std::vector<std::string> replaced;
+  /// Sources only: same name and upstream, other settings of its own
+  /// (breaker, AIMD, quota, model names): kept, its state and all, with
+  /// the new settings in place.
+  std::vector<std::string> tuned;
   /// Names the new config no longer has: retired.
   std::vector<std::string> removed;
 
   /// Nothing added, replaced or removed.
   bool unchanged() const noexcept {
-    return added.empty() && replaced.empty() && removed.empty();
+    return added.empty() && replaced.empty() && removed.empty() &&
+           tuned.empty();
   }
 };
 
@@ -31,22 +36,39 @@ using fingerprints = std::map<std::string, std::string>;
 /// Compares two sets by name, then by fingerprint. Each list is sorted.
 named_diff diff_named(const fingerprints& before, const fingerprints& after);
 
+/// A source's definition in two parts: what reaches its upstream (its type
+/// and the settings of its actor: URL, TLS, headers, statuses, the
+/// simulation) and what governs it around the actor (breaker, AIMD, quota,
+/// model names), which can change in place.
+struct source_print {
+  std::string upstream;
+  std::string tuning;
+};
+
+/// Name -> its two parts.
+using source_prints = std::map<std::string, source_print>;
+
+/// Sources by name: kept, added, removed; replaced when the upstream part
+/// changed; tuned when only the tuning did.
+named_diff diff_sources(const source_prints& before, const source_prints& after);
+
 /// A whole reload: the sources' and the routes' changes.
 struct reload_diff {
   named_diff sources;
   named_diff routes;
 };
 
-/// The rule of a reload, in one place. Sources are compared by their
-/// fingerprints. A route is replaced when its own fingerprint changed (its
-/// table, or its kind's policy, which the caller folds into it) *or* when
-/// a source it names in the new config is replaced (its plan would still
-/// point at the retired one); otherwise it is kept, plans and retry budget
-/// included. `route_sources`: each route of the new config -> every source
-/// it names (its fallback list and its model entries').
+/// The rule of a reload, in one place. Sources as `diff_sources`. A route
+/// is replaced when its own fingerprint changed (its table, or its kind's
+/// policy, which the caller folds into it) *or* when a source it names in
+/// the new config is replaced or tuned (its plan would still point at the
+/// retired source, or carry the old quota and model names); otherwise it
+/// is kept, plans and retry budget included. `route_sources`: each route
+/// of the new config -> every source it names (its fallback list and its
+/// model entries').
 reload_diff
-plan_reload(const fingerprints& sources_before,
-            const fingerprints& sources_after,
+plan_reload(const source_prints& sources_before,
+            const source_prints& sources_after,
             const fingerprints& routes_before, const fingerprints& routes_after,
             const std::map<std::string, std::vector<std::string>>& route_sources);
 

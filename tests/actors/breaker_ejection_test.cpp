@@ -137,6 +137,7 @@ TEST_CASE_METHOD(ejection_fixture,
                  "neither counts nor frees a slot under its name") {
   fail(x, 2);
   CHECK(x.is_open());
+  // Sources of /r counted out (x and y alone are in it).
   auto out = [&](const char*) {
     return ejections->with([&](policy::ejection_ledger& l) {
       for (auto& r : l.routes())

@@ -812,6 +812,10 @@ sources = ["p"]
   CHECK_THAT(refused("transient = [99999999999]\n"),
              StartsWith("sources.p.statuses.transient") &&
                  Contains("not in [300"));
+  // 2^32 + 300: a cast to int would make it 300.
+  CHECK_THAT(refused("transient = [4294967596]\n"),
+             StartsWith("sources.p.statuses.transient") &&
+                 Contains("not in [300"));
   CHECK_THAT(refused("retriable = [500]\n"),
              StartsWith("sources.p.statuses.retriable") &&
                  Contains("unknown key"));

@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/config_error.hpp"
 #include "virtual_time.hpp"
 
@@ -277,4 +278,102 @@ TEST_CASE_METHOD(fixture,
   auto plan = rt.find_route("/r1", "").plan;
   REQUIRE(plan);
   CHECK(plan->policy.max_attempts == 2);
+}
+
+TEST_CASE_METHOD(fixture,
+                 "reload: a source whose breaker and AIMD settings alone "
+                 "change keeps its actors, open breaker and limit") {
+  // a's breaker opens: three failures of three.
+  auto failing = "[sources.a]\ntype = \"simulated\"\n"
+                 "[sources.a.breaker]\nwindow_size = 3\nmin_samples = 3\n"
+                 "open_duration_s = 60\n"
+                 "[sources.a.aimd]\ninitial = 8\nmin = 1\nmax = 64\n"
+                 "[[sources.a.phases]]\ntransient_rate = 1.0\n"
+                 "latency_min_ms = 10\nlatency_max_ms = 10\n";
+  auto rest = sim("b", 1000) + route("/r1", "\"a\"") + route("/r2", "\"b\"");
+  REQUIRE(apply(failing + rest).ok); // a replaced (another simulation)
+  auto a = rt.source("a");
+  auto breaker = a.breaker.actor;
+  auto gate = a.gate;
+  for (int i = 0; i < 3 && !a.breaker.is_open(); ++i) {
+    start("/r1");
+    advance(5s);
+  }
+  REQUIRE(a.breaker.is_open());
+  auto gen = a.breaker.mirror->load().generation;
+  // Only the breaker's thresholds and the AIMD bounds change.
+  std::string tuned = failing;
+  tuned.replace(tuned.find("min_samples = 3"), 15, "min_samples = 5");
+  tuned.replace(tuned.find("initial = 8"), 11, "initial = 2");
+  tuned.replace(tuned.find("max = 64"), 8, "max = 4");
+  auto out = apply(tuned + rest);
+  REQUIRE(out.ok);
+  CHECK(out.diff.sources.tuned == names{"a"});
+  CHECK(out.diff.sources.replaced.empty());
+  CHECK(out.diff.routes.replaced == names{"/r1"});
+  CHECK(out.diff.routes.kept == names{"/r2"});
+  auto now_a = rt.source("a");
+  CHECK(now_a.breaker.actor == breaker);
+  CHECK(now_a.gate == gate);
+  CHECK(now_a.breaker.is_open()); // its state stays
+  CHECK(now_a.breaker.mirror->load().generation == gen);
+  CHECK(now_a.tier->cap() == 4); // the limit, brought under the new max
+  CHECK(rt.draining_sources().empty());
+  caf::scoped_actor self{sys};
+  self->send(breaker, status_atom_v);
+  run();
+  self->receive(
+      [](const breaker_status& st) {
+        CHECK(st.state == breaker_state::open);
+      },
+      caf::after(0s) >> [] { FAIL("no status"); });
+  // The same file again: nothing to do.
+  auto again = reloader->apply(parse_config(tuned + rest), "test");
+  CHECK(again.ok);
+  CHECK(again.diff.sources.kept == names{"a", "b"});
+  CHECK(again.diff.routes.kept == names{"/r1", "/r2"});
+}
+
+TEST_CASE_METHOD(fixture,
+                 "reload: a refused update leaves the running sources' "
+                 "ejection marks, a committed one swaps the limits at once") {
+  auto limited = sim("a", 1000) + sim("b", 1000) +
+                 "[routes.\"/both\"]\nsources = [\"a\", \"b\"]\n"
+                 "max_ejection_percent = 50\n";
+  REQUIRE(apply(limited).ok);
+  auto ejected = [&] {
+    return rt.ejections().with([](const policy::ejection_ledger& l) {
+      for (auto& r : l.routes())
+        if (r.route == "/both")
+          return r.ejected;
+      return uint32_t{99};
+    });
+  };
+  // An operator isolates b: it is out, and counted.
+  caf::anon_send(rt.source("b").breaker.actor, isolate_atom_v);
+  run();
+  REQUIRE(rt.source("b").breaker.is_open());
+  REQUIRE(ejected() == 1);
+  // A reload that would replace b fails after building the new b.
+  runtime::update_plan plan;
+  plan.kinds = cfg.runtime.kinds;
+  plan.retire = {"b"};
+  plan.routes = {parse_config(limited).routes.front().route};
+  CHECK_THROWS_AS(rt.update(plan,
+                            [&] {
+                              rt.add_simulated_source("b", sim_config{});
+                              throw config_error("sources.b", "refused");
+                            }),
+                  config_error);
+  run();
+  CHECK(ejected() == 1); // b is still the isolated b, still counted
+  CHECK(rt.source("b").breaker.is_open());
+  // Replaced for real: the new b starts closed, the old one's mark goes.
+  auto out = apply(sim("a", 1000) + sim("b", 500) +
+                   "[routes.\"/both\"]\nsources = [\"a\", \"b\"]\n"
+                   "max_ejection_percent = 50\n");
+  REQUIRE(out.ok);
+  CHECK(out.diff.sources.replaced == names{"b"});
+  CHECK_FALSE(rt.source("b").breaker.is_open());
+  CHECK(ejected() == 0);
 }

@@ -48,7 +48,7 @@ TEST_CASE_METHOD(fixture, "endpoint: a wrong method is 405 with its usage") {
   CHECK(h.why == "use GET /healthz");
   auto a = choose("/admin/breakers/s/reset");
   REQUIRE(a.error);
-  CHECK(a.why == "use POST on /admin/breakers/SOURCE/ACTION");
+  CHECK(a.why == "use POST on /admin/reload or /admin/breakers/SOURCE/ACTION");
   auto m = choose("/v1/models", http::verb::post);
   REQUIRE(m.error);
   CHECK(m.why == "use GET /v1/models");

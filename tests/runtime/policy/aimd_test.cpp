@@ -87,3 +87,27 @@ TEST_CASE("nonsense AIMD settings are refused, naming the field") {
   a.initial = 1000;
   CHECK(refusal(a).rfind("initial:", 0) == 0);
 }
+
+TEST_CASE("reconfigure keeps the limit reached, brought into the new bounds") {
+  auto l = limit_at(40);
+  aimd_config wider;
+  wider.initial = 2; // no longer matters
+  wider.min = 1;
+  wider.max = 200;
+  l.reconfigure(wider);
+  CHECK(l.limit() == 40);
+  CHECK(l.config().max == 200);
+  aimd_config lower = wider;
+  lower.max = 16;
+  l.reconfigure(lower);
+  CHECK(l.limit() == 16);
+  aimd_config higher = wider;
+  higher.min = 50;
+  higher.initial = 50;
+  l.reconfigure(higher);
+  CHECK(l.limit() == 50);
+  aimd_config bad = wider;
+  bad.decrease_ratio = 2;
+  CHECK_THROWS_AS(l.reconfigure(bad), std::invalid_argument);
+  CHECK(l.limit() == 50); // refused: nothing changed
+}

@@ -332,3 +332,34 @@ TEST_CASE("enum names: each to_string has its parse, and they round-trip") {
   // Compile-time: the outcome names live beside their enum, in the header.
   static_assert(to_string(outcome_kind::rate_limited) == "rate_limited");
 }
+
+TEST_CASE("reconfigure keeps an open breaker open, its generation and "
+          "period, and starts a new window") {
+  breaker_policy b{count_config()};
+  REQUIRE(record_n(b, 5, true, t0));
+  REQUIRE(b.state() == breaker_state::open);
+  auto gen = b.generation();
+  auto until = b.open_until();
+  auto tuned = count_config();
+  tuned.failure_rate_threshold = 0.9;
+  tuned.min_samples = 3;
+  tuned.window_size = 4;
+  b.reconfigure(tuned);
+  CHECK(b.state() == breaker_state::open);
+  CHECK(b.generation() == gen);
+  CHECK(b.open_until() == until);
+  CHECK(b.config().failure_rate_threshold == 0.9);
+  // Through half-open and a good probe, closed under the new thresholds:
+  // two failures of three no longer open it, a window of four do.
+  REQUIRE(b.on_open_elapsed(until));
+  REQUIRE(b.record(b.generation(), false, 10ms, until));
+  REQUIRE(b.state() == breaker_state::closed);
+  CHECK_FALSE(record_n(b, 2, true, until));
+  CHECK_FALSE(record_n(b, 1, false, until));
+  CHECK(record_n(b, 4, true, until));
+  CHECK(b.state() == breaker_state::open);
+  auto bad = tuned;
+  bad.min_samples = 0;
+  CHECK_THROWS_AS(b.reconfigure(bad), std::invalid_argument);
+  CHECK(b.config().min_samples == 3);
+}

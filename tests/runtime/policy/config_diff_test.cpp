@@ -28,8 +28,10 @@ TEST_CASE("diff_named of empty sets", "[config_diff]") {
 
 TEST_CASE("a route naming a replaced source is replaced, even unchanged",
           "[config_diff]") {
-  fingerprints sources_before{{"s1", "a"}, {"s2", "b"}, {"s3", "c"}};
-  fingerprints sources_after{{"s1", "a"}, {"s2", "b changed"}, {"s3", "c"}};
+  source_prints sources_before{
+      {"s1", {"a", ""}}, {"s2", {"b", ""}}, {"s3", {"c", ""}}};
+  source_prints sources_after{
+      {"s1", {"a", ""}}, {"s2", {"b changed", ""}}, {"s3", {"c", ""}}};
   fingerprints routes{{"/one", "r1"}, {"/two", "r2"}, {"/three", "r3"}};
   std::map<std::string, std::vector<std::string>> uses{
       {"/one", {"s1"}}, {"/two", {"s1", "s2"}}, {"/three", {"s3"}}};
@@ -44,8 +46,8 @@ TEST_CASE("a route naming a replaced source is replaced, even unchanged",
 
 TEST_CASE("a route's own change replaces it once, whatever its sources do",
           "[config_diff]") {
-  fingerprints sources_before{{"s1", "a"}};
-  fingerprints sources_after{{"s1", "a2"}};
+  source_prints sources_before{{"s1", {"a", ""}}};
+  source_prints sources_after{{"s1", {"a2", ""}}};
   fingerprints routes_before{{"/a", "1"}, {"/b", "2"}};
   fingerprints routes_after{{"/a", "1 changed"}, {"/c", "3"}};
   std::map<std::string, std::vector<std::string>> uses{{"/a", {"s1"}},
@@ -60,8 +62,8 @@ TEST_CASE("a route's own change replaces it once, whatever its sources do",
 
 TEST_CASE("removed and added sources leave routes that do not name them",
           "[config_diff]") {
-  fingerprints sources_before{{"old", "x"}, {"s", "y"}};
-  fingerprints sources_after{{"new", "z"}, {"s", "y"}};
+  source_prints sources_before{{"old", {"x", ""}}, {"s", {"y", "t"}}};
+  source_prints sources_after{{"new", {"z", ""}}, {"s", {"y", "t"}}};
   fingerprints routes{{"/r", "1"}};
   std::map<std::string, std::vector<std::string>> uses{{"/r", {"s"}}};
   auto d = plan_reload(sources_before, sources_after, routes, routes, uses);
@@ -69,4 +71,22 @@ TEST_CASE("removed and added sources leave routes that do not name them",
   CHECK(d.sources.added == names{"new"});
   CHECK(d.routes.kept == names{"/r"});
   CHECK(d.routes.unchanged());
+}
+
+TEST_CASE("a source whose own settings alone changed is tuned, and routes "
+          "naming it are rebuilt",
+          "[config_diff]") {
+  source_prints before{{"s", {"url", "breaker 0.5"}}, {"t", {"url2", "x"}}};
+  source_prints after{{"s", {"url", "breaker 0.9"}}, {"t", {"url3", "y"}}};
+  auto d = diff_sources(before, after);
+  CHECK(d.tuned == names{"s"});
+  CHECK(d.replaced == names{"t"}); // the upstream changed: replaced
+  CHECK(d.kept.empty());
+  CHECK_FALSE(d.unchanged());
+  fingerprints routes{{"/s", "1"}, {"/none", "2"}};
+  std::map<std::string, std::vector<std::string>> uses{{"/s", {"s"}},
+                                                        {"/none", {}}};
+  auto r = plan_reload(before, after, routes, routes, uses);
+  CHECK(r.routes.replaced == names{"/s"});
+  CHECK(r.routes.kept == names{"/none"});
 }
