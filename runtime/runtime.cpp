@@ -539,7 +539,10 @@ void runtime::update(const update_plan& plan,
   try {
     // Tuned sources: their settings checked, their new handles made (the
     // actors are told at the commit).
-    for (auto& [name, settings] : plan.tune) {
+    for (auto& tuned : plan.tune) {
+      // Not a structured binding: C++17 lambdas cannot capture one.
+      const auto& name = tuned.first;
+      const auto& settings = tuned.second;
       auto key = "sources." + name;
       with_key_prefix(key + ".breaker", [&] { validate(settings.breaker); });
       with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
