@@ -116,6 +116,16 @@ void with_key_prefix(const std::string& prefix, F f) {
   }
 }
 
+// The settings a source has around its actor (breaker, AIMD, quota),
+// each refused under its key `key.FIELD...` (at its start and when a
+// reload tunes it).
+void validate_settings(const std::string& key, const source_settings& s) {
+  with_key_prefix(key + ".breaker", [&] { validate(s.breaker); });
+  with_key_prefix(key + ".aimd", [&] { validate(s.aimd); });
+  if (s.quota)
+    with_key_prefix(key + ".quota", [&] { validate(*s.quota); });
+}
+
 } // namespace
 
 // -- call_handle --------------------------------------------------------------
@@ -300,10 +310,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
   auto key = "sources." + name;
   if (name.empty())
     throw config_error("sources", "a source needs a name");
-  with_key_prefix(key + ".breaker", [&] { validate(settings.breaker); });
-  with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
-  if (settings.quota)
-    with_key_prefix(key + ".quota", [&] { validate(*settings.quota); });
+  validate_settings(key, settings);
   std::unique_lock<std::shared_mutex> guard{mx_};
   bool taken = staging_ ? staged_.count(name) != 0 ||
                               (sources_.count(name) != 0 &&
@@ -539,15 +546,9 @@ void runtime::update(const update_plan& plan,
   try {
     // Tuned sources: their settings checked, their new handles made (the
     // actors are told at the commit).
-    for (auto& tuned : plan.tune) {
-      // Not a structured binding: C++17 lambdas cannot capture one.
-      const auto& name = tuned.first;
-      const auto& settings = tuned.second;
+    for (auto& [name, settings] : plan.tune) {
       auto key = "sources." + name;
-      with_key_prefix(key + ".breaker", [&] { validate(settings.breaker); });
-      with_key_prefix(key + ".aimd", [&] { validate(settings.aimd); });
-      if (settings.quota)
-        with_key_prefix(key + ".quota", [&] { validate(*settings.quota); });
+      validate_settings(key, settings);
       std::unique_lock<std::shared_mutex> guard{mx_};
       auto i = sources_.find(name);
       if (i == sources_.end())
