@@ -326,6 +326,9 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   self->send(src.breaker.actor, record_atom_v, out);
   st.attempts.push_back(
       {src.name, reply.kind, reply.status, now - cur.started, cur.hedge});
+  // A custom source's reason is bounded: it goes into the caller's error.
+  st.attempts.back().reason =
+      reply.reason.substr(0, max_attempt_reason_bytes);
   if (st.committed) {
     // Bytes went to the caller: whatever happened, this attempt is the
     // answer. A failure now cannot be retried; the caller ends its stream
@@ -377,7 +380,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   auto delay = policy::backoff_delay(pol.backoff, st.fails, st.uniform(),
                                      reply.retry_after);
   if (st.fails >= pol.max_attempts) {
-    exhausted(self, "retry_exhausted", delay);
+    exhausted(self, "retry_exhausted", policy::client_retry_after(pol, delay));
     return;
   }
   // SPEC §7: an upstream hint longer than the stall budget left (or than the
@@ -386,7 +389,8 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   if (reply.retry_after &&
       policy::retry_after_too_long(pol, *reply.retry_after,
                                    st.clock->stalled(now))) {
-    exhausted(self, "retry_after_too_long", *reply.retry_after);
+    exhausted(self, "retry_after_too_long",
+              policy::client_retry_after(pol, *reply.retry_after));
     return;
   }
   // After a 429 backoff the stall check guards against saturation loops
@@ -455,13 +459,15 @@ void cancel_others(governor_actor* self, uint64_t keep) {
 // The attempt ends without the source's answer (timed out, or its runner
 // failed): stop it. A runner is killed (the source sees its requester
 // terminate); a self-timed source is told to cancel.
-void abandon_attempt(governor_actor* self, uint64_t seq, outcome_kind kind) {
+void abandon_attempt(governor_actor* self, uint64_t seq, outcome_kind kind,
+                     std::string reason) {
   auto cur = find_running(self->state, seq);
   if (cur == nullptr)
     return;
   stop_attempt(self, *cur);
   source_reply r;
   r.kind = kind;
+  r.reason = std::move(reason);
   on_outcome(self, seq, std::move(r));
 }
 
@@ -478,7 +484,8 @@ void arm_first_byte_timer(governor_actor* self, duration ttft, uint64_t tag) {
               auto& st = self->state;
               // tag == the attempt's seq (streamed calls)
               if (is_timeout(err) && is_current(st, tag) && !st.committed)
-                abandon_attempt(self, tag, outcome_kind::timeout);
+                abandon_attempt(self, tag, outcome_kind::timeout,
+                                "timeout: first byte (ttft_timeout_s)");
             });
 }
 
@@ -489,9 +496,12 @@ void await_answer(governor_actor* self, Request&& request, uint64_t seq) {
   std::forward<Request>(request).then(
       [self, seq](source_reply& reply) { on_outcome(self, seq, std::move(reply)); },
       [self, seq](caf::error& err) {
-        abandon_attempt(self, seq,
-                        is_timeout(err) ? outcome_kind::timeout
-                                        : outcome_kind::transient);
+        if (is_timeout(err))
+          abandon_attempt(self, seq, outcome_kind::timeout,
+                          "timeout: attempt (timeout_s)");
+        else
+          abandon_attempt(self, seq, outcome_kind::transient,
+                          "source: ended without an answer");
       });
 }
 

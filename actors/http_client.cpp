@@ -75,6 +75,9 @@ private:
     /// Why the connection could not be set up, for the reply's body (a
     /// TLS refusal's reason; empty: the generic note).
     std::string setup_failure;
+    /// Why it failed, in a few words (`source_reply::reason`); set where
+    /// the failure is seen, else the generic one of `fail`.
+    std::string reason;
   };
   using exchange_ptr = std::shared_ptr<exchange>;
 
@@ -298,6 +301,8 @@ private:
         static log_limit lim;
         log_limited(lim, spdlog::level::info,
                     "http source {}: connect failed: {}", where_, ec.message());
+        ex->reason = ec == beast::error::timeout ? "timeout: connect"
+                                                 : "connect: " + ec.message();
         return setup_failed(ex);
       }
       ++stats_->connections_opened;
@@ -327,6 +332,7 @@ private:
                     log_limited(lim, spdlog::level::info,
                                 "http source {}: resolving failed: {}", where_,
                                 ec.message());
+                    ex->reason = "resolve: " + ec.message();
                     return setup_failed(ex);
                   }
                   expire_at(ex, setup_deadline(timeouts_, time_.now(),
@@ -347,6 +353,7 @@ private:
   void handshake(const exchange_ptr& ex) {
     if (!ex->stream->expect_peer(peer_name_, verify_)) {
       ++stats_->tls_handshake_failures;
+      ex->reason = "tls: the peer's name could not be set for verifying";
       return setup_failed(ex);
     }
     expire_at(ex, setup_deadline(timeouts_, time_.now(), ex->deadline));
@@ -368,6 +375,7 @@ private:
                         "http source {}: TLS certificate of '{}' refused: {}",
                         where_, peer_name_, refused);
             ex->setup_failure = "upstream TLS certificate refused: " + refused;
+            ex->reason = "tls: " + refused;
             return setup_failed(ex);
           }
           auto why = ec == beast::error::timeout ? std::string{"timed out"}
@@ -376,6 +384,8 @@ private:
           log_limited(lim, spdlog::level::info,
                       "http source {}: TLS handshake failed: {}", where_, why);
           ex->setup_failure = "upstream TLS handshake failed: " + why;
+          ex->reason = ec == beast::error::timeout ? "timeout: tls handshake"
+                                                   : "tls: " + why;
           setup_failed(ex);
         }));
   }
@@ -397,6 +407,7 @@ private:
     auto at = read_deadline(timeouts_, ex->sent, ex->reader->body_bytes() > 0,
                             now, ex->deadline);
     if (deadline_passed(at, now)) {
+      ex->reason = read_timeout_reason(*ex);
       fail(ex, policy::outcome_kind::timeout);
       return false;
     }
@@ -415,7 +426,7 @@ private:
         guarded(ex, "write", [this, ex](beast::error_code ec, std::size_t) {
           ec = step_result(*ex, ec);
           if (ec)
-            return retry_or_fail(ex, ec);
+            return retry_or_fail(ex, ec, "write");
           read_more(ex);
         }));
   }
@@ -444,7 +455,7 @@ private:
     if (rd.verdict() == upstream::read_verdict::reading && ec) {
       if (!upstream::is_end_of_stream(ec) ||
           (ex->reused && !rd.received_any()))
-        return retry_or_fail(ex, ec);
+        return retry_or_fail(ex, ec, "read");
       rd.eof(); // an answer delimited by the close, or one cut short
       pass_on(ex);
     }
@@ -466,7 +477,8 @@ private:
 
   // A pooled connection the upstream had closed fails at once: try once more
   // on a fresh one. Anything else is the attempt's outcome.
-  void retry_or_fail(const exchange_ptr& ex, beast::error_code ec) {
+  void retry_or_fail(const exchange_ptr& ex, beast::error_code ec,
+                     const char* step) {
     if (!ex->done)
       return; // cancelled
     if (ex->reused && !ex->reader->received_any() &&
@@ -480,9 +492,22 @@ private:
       static log_limit lim;
       log_limited(lim, spdlog::level::warn, "http source {}: TLS error: {}",
                   where_, ec.message());
+      ex->reason = "tls: " + ec.message();
+    } else if (ec == beast::error::timeout) {
+      ex->reason = read_timeout_reason(*ex);
+    } else {
+      ex->reason = std::string{step} + ": " + ec.message();
     }
     fail(ex, ec == beast::error::timeout ? policy::outcome_kind::timeout
                                          : policy::outcome_kind::transient);
+  }
+
+  // Which read deadline passed: before the body's first byte, the first
+  // byte's (or the whole answer's); after it, the gap between pieces (or
+  // the whole answer's).
+  static std::string read_timeout_reason(const exchange& ex) {
+    return ex.reader && ex.reader->body_bytes() > 0 ? "timeout: answer idle"
+                                                    : "timeout: first byte";
   }
 
   void fail(const exchange_ptr& ex, policy::outcome_kind kind) {
@@ -497,6 +522,8 @@ private:
     auto header = ex->reader && ex->reader->header_done();
     auto r = upstream::failure_reply(kind, header ? ex->reader->status() : 0,
                                      ex->setup_failure);
+    if (!ex->reason.empty())
+      r.reason = std::move(ex->reason);
     auto done = std::move(ex->done);
     done(std::move(r));
   }

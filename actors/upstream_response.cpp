@@ -269,11 +269,13 @@ source_reply failure_reply(policy::outcome_kind kind, int header_status,
     r.status = header_status;
     r.body = timeout ? R"({"error":"upstream went silent in its answer"})"
                      : R"({"error":"upstream closed its answer early"})";
+    r.reason = timeout ? "timeout: answer idle" : "closed: mid-answer";
   } else if (!setup_failure.empty()) {
     r.body = R"({"error":")" + json_safe(setup_failure) + R"("})";
   } else {
     r.body = timeout ? R"({"error":"upstream did not answer in time"})"
                      : R"({"error":"upstream unreachable"})";
+    r.reason = timeout ? "timeout: no answer" : "unreachable";
   }
   return r;
 }

@@ -76,6 +76,11 @@ struct source_reply {
   /// The media type of `body` if the upstream named one (HTTP
   /// Content-Type); empty: JSON.
   std::string content_type{};
+  /// A failure's cause in a few words, for the caller's attempt record and
+  /// the log: `connect: Connection refused`, `tls: unable to get local
+  /// issuer certificate`, `timeout: first byte`. Never a secret, never the
+  /// upstream's body. Empty: the status says it (or nothing is known).
+  std::string reason{};
 };
 
 /// The wire form of a source's answer (CAF 0.17 has no inspector for
@@ -92,7 +97,7 @@ typename Inspector::result_type inspect(Inspector& f, source_reply& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("sluice.source_reply"), x.kind, x.status,
-           x.body, has_retry, retry, x.content_type, load);
+           x.body, has_retry, retry, x.content_type, x.reason, load);
 }
 
 /// One attempt of a call, for the caller's record.
@@ -108,7 +113,14 @@ struct attempt_record {
   bool won = false;
   /// Stopped without an answer: another attempt won (`kind` means nothing).
   bool cancelled = false;
+  /// Why it failed (`source_reply::reason`, or the governor's own timeout),
+  /// cut to `max_attempt_reason_bytes`; empty when the status says it.
+  std::string reason{};
 };
+
+/// The longest `attempt_record::reason` kept: a source's reason is cut
+/// here, so a source cannot grow every error answer.
+constexpr size_t max_attempt_reason_bytes = 200;
 
 /// How a governed call ended.
 enum class call_status : uint8_t {

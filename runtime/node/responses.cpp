@@ -129,7 +129,7 @@ response render(const call_result& r, bool keep_alive, unsigned version) {
     body["error"]["reason"] = r.reason;
     body["error"]["retry_after_s"] = r.retry_after_s;
     json attempts = json::array();
-    for (auto& a : r.attempts)
+    for (auto& a : r.attempts) {
       attempts.push_back(
           {{"source", a.source},
            {"outcome", a.cancelled ? std::string{"cancelled"}
@@ -137,6 +137,9 @@ response render(const call_result& r, bool keep_alive, unsigned version) {
            {"status", a.status},
            {"hedge", a.hedge},
            {"elapsed_s", std::chrono::duration<double>(a.elapsed).count()}});
+      if (!a.reason.empty() && !a.cancelled)
+        attempts.back()["reason"] = a.reason;
+    }
     body["error"]["attempts"] = std::move(attempts);
     return error_response_from(*code, body, keep_alive, version,
                                r.retry_after_s);

@@ -231,6 +231,7 @@ json status_json(front_state& front, json scopes) {
     relay = {{"published", r->published.load()},
              {"applied", r->applied.load()},
              {"stale", r->stale.load()},
+             {"confirmed", r->confirmed.load()},
              {"ignored", r->ignored.load()},
              {"resyncs", r->resyncs.load()},
              {"probes_claimed", r->probes_claimed.load()},

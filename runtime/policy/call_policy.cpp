@@ -58,4 +58,8 @@ bool retry_after_too_long(const call_policy& cfg, duration hint,
   return hint > left || hint > cfg.max_retry_after;
 }
 
+duration client_retry_after(const call_policy& cfg, duration hint) noexcept {
+  return std::clamp(hint, duration::zero(), cfg.max_retry_after);
+}
+
 } // namespace sluice::policy

@@ -77,4 +77,10 @@ constexpr bool spends_retry(const call_policy& cfg, outcome_kind k) noexcept {
 bool retry_after_too_long(const call_policy& cfg, duration hint,
                           duration stalled) noexcept;
 
+/// The wait a call that ends on an upstream's Retry-After `hint` (or on a
+/// backoff it raised) tells its client: never more than the node itself
+/// would sleep out (`max_retry_after`). A one-year hint from a broken or
+/// hostile upstream must not park every client for a year.
+duration client_retry_after(const call_policy& cfg, duration hint) noexcept;
+
 } // namespace sluice::policy

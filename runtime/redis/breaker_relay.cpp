@@ -98,6 +98,17 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
   return out;
 }
 
+peer_gen_check check_peer_gen(std::optional<uint64_t> last,
+                              uint64_t gen) noexcept {
+  if (!last)
+    return peer_gen_check::confirm;
+  if (gen < *last)
+    return peer_gen_check::stale;
+  if (*last < UINT64_MAX && gen == *last + 1)
+    return peer_gen_check::next;
+  return peer_gen_check::confirm;
+}
+
 namespace {
 
 // -- scripts ------------------------------------------------------------------
@@ -167,8 +178,13 @@ struct relay_state {
   std::string node;
   std::shared_ptr<breaker_relay_stats> stats;
   std::unordered_map<std::string, caf::actor> breakers;
-  /// The last generation seen per source (published here or applied).
-  std::unordered_map<std::string, uint64_t> last_gen;
+  /// The last generation seen per source (published here or applied), and
+  /// the node whose transition it was.
+  struct seen_gen {
+    uint64_t gen = 0;
+    std::string node;
+  };
+  std::unordered_map<std::string, seen_gen> last_gen;
   std::shared_ptr<redis_subscriber> listen;
   /// This node's last transition per source that Redis could not be told.
   std::map<std::string, breaker_event> unpublished;
@@ -214,11 +230,16 @@ bool apply(relay_actor* self, const peer_message& m,
     return false;
   if (m.gen != 0) {
     auto& last = st.last_gen[m.source];
-    if (m.gen <= last) {
+    // The same generation from another node than the one applied under it:
+    // the shared state says the one applied was not the real one (forged
+    // on the channel as the next). Only a read of the shared state may
+    // overrule it.
+    bool overrules = server_now && m.gen == last.gen && m.node != last.node;
+    if (m.gen <= last.gen && !overrules) {
       ++st.stats->stale;
       return false;
     }
-    last = m.gen;
+    last = {m.gen, m.node};
   }
   if (m.node == st.node)
     return false; // our own (read back in a catch-up)
@@ -266,11 +287,11 @@ std::optional<std::set<std::string>> catch_up(relay_actor* self,
     ++st.stats->resyncs;
     // What Redis holds is the truth about generations: a source it no
     // longer has, or has at a lower one, was lost (it restarted empty).
-    std::unordered_map<std::string, uint64_t> kept;
+    decltype(st.last_gen) kept;
     for (auto& m : found) {
       auto i = st.last_gen.find(m.source);
-      if (i != st.last_gen.end() && i->second <= m.gen)
-        kept.emplace(m.source, i->second);
+      if (i != st.last_gen.end() && i->second.gen <= m.gen)
+        kept.emplace(m.source, std::move(i->second));
     }
     st.last_gen = std::move(kept);
   }
@@ -309,7 +330,8 @@ bool publish(relay_actor* self, const breaker_event& ev) {
   }
   ++st.stats->published;
   auto& last = st.last_gen[ev.source];
-  last = std::max<uint64_t>(last, uint64_t(r.reply->integer));
+  if (uint64_t(r.reply->integer) >= last.gen) // ours, counted by Redis
+    last = {uint64_t(r.reply->integer), st.node};
   return true;
 }
 
@@ -392,10 +414,34 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
       // A message on the channel.
       [self](peer_heard_atom, const std::string& payload) {
         auto& st = self->state;
-        if (auto m = parse_peer_message(payload, st.node))
-          apply(self, *m, std::nullopt);
-        else
+        auto m = parse_peer_message(payload, st.node);
+        if (!m) {
           ++st.stats->ignored;
+          return;
+        }
+        if (m->gen == 0 || st.breakers.count(m->source) == 0) {
+          apply(self, *m, std::nullopt); // no order to keep; or not ours
+          return;
+        }
+        auto i = st.last_gen.find(m->source);
+        auto last = i == st.last_gen.end()
+                        ? std::nullopt
+                        : std::optional<uint64_t>{i->second.gen};
+        switch (check_peer_gen(last, m->gen)) {
+        case peer_gen_check::stale:
+          ++st.stats->stale;
+          return;
+        case peer_gen_check::next:
+          apply(self, *m, std::nullopt);
+          return;
+        case peer_gen_check::confirm:
+          // The message only says that something happened: what did is in
+          // the shared state, which the publish script wrote before it
+          // published.
+          ++st.stats->confirmed;
+          catch_up(self, &m->source);
+          return;
+        }
       },
       [self](relay_sync_atom) { resync(self); },
       [self](retry_publish_atom) {

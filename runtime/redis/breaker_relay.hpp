@@ -30,6 +30,10 @@ struct breaker_relay_stats {
   std::atomic<uint64_t> stale{0};
   /// Times the shared state was read after (re)subscribing (catch-up).
   std::atomic<uint64_t> resyncs{0};
+  /// Channel messages whose generation was not the next one (a jump, a
+  /// repeat, or a source not seen yet): checked against the shared state
+  /// instead of applied. A forged message is one of them.
+  std::atomic<uint64_t> confirmed{0};
   /// Cluster probe leases this node took (its breaker then half-opened).
   std::atomic<uint64_t> probes_claimed{0};
   /// Open periods that ended while another node held the probe lease: this
@@ -77,6 +81,27 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
 
 
 
+/// What a channel message's generation says, against the last one this
+/// node saw for its source.
+enum class peer_gen_check {
+  /// Not above the last one: dropped.
+  stale,
+  /// Exactly the next: the publish script counts up by one, so this is the
+  /// transition that followed the last one seen. Applied as heard.
+  next,
+  /// Anything else -- a jump, the same generation again, a source with no
+  /// generation seen yet: taken from the shared state, not from the
+  /// message. Anyone who may PUBLISH on the channel can send any number; a
+  /// forged jump (2^53) believed would make this node drop every real
+  /// transition of the source as stale.
+  confirm,
+};
+
+/// `last`: the last generation seen for the source (nothing: none yet);
+/// `gen`: the message's (not 0: a message without one has no order).
+peer_gen_check check_peer_gen(std::optional<uint64_t> last,
+                              uint64_t gen) noexcept;
+
 /// Spawns this node's breaker relay: it shares breaker state with the other
 /// nodes on the same Redis key prefix, through pub/sub on the channel
 /// `<prefix>breakers`.
@@ -94,7 +119,9 @@ std::optional<peer_message> parse_peer_message(std::string_view payload,
 ///   stores the transition as the source's shared state (open-until on the
 ///   server's clock), publishes it with its generation, and frees the
 ///   probe lease if this node held it. A transition whose generation is
-///   not above the last one seen for its source is dropped (stale).
+///   not above the last one seen for its source is dropped (stale); one
+///   heard on the channel that is not the next one is read from the shared
+///   state instead (`check_peer_gen`).
 /// - Catch-up: after every (re)subscription, and for each breaker when it
 ///   is first watched, the relay reads the shared state and applies what
 ///   is newer than what it saw -- a node cut off from Redis while others

@@ -37,3 +37,15 @@ TEST_CASE("a setup failure's reason is the body - as JSON whatever it holds") {
   CHECK(r.body.find('\n') == std::string::npos);
   CHECK(r.body.find('\xff') == std::string::npos);
 }
+
+TEST_CASE("a failure's reply says why in a few words, apart from its body") {
+  using sluice::policy::outcome_kind;
+  CHECK(sluice::upstream::failure_reply(outcome_kind::timeout, 0, "").reason ==
+        "timeout: no answer");
+  CHECK(sluice::upstream::failure_reply(outcome_kind::transient, 0, "")
+            .reason == "unreachable");
+  CHECK(sluice::upstream::failure_reply(outcome_kind::transient, 200, "")
+            .reason == "closed: mid-answer");
+  CHECK(sluice::upstream::failure_reply(outcome_kind::timeout, 200, "")
+            .reason == "timeout: answer idle");
+}

@@ -735,3 +735,72 @@ sources = ["unverified"]
   CHECK(good.handshakes == 1);
   front.shutdown(1s);
 }
+
+TEST_CASE("node: each failed attempt tells the client why (TLS reason, "
+          "refused connect, first-byte timeout), without the upstream's body",
+          "[node][tls]") {
+  auto& pki = sluice::testing::test_pki::get();
+  // A certificate from a CA the source does not trust.
+  sluice::testing::tls_upstream stranger{{pki.file("stranger.pem"),
+                                          pki.file("stranger.key"), "", false}};
+  // A port nobody listens on, and a listener that never answers (the
+  // kernel completes the connect; nothing reads).
+  net::io_context ioc;
+  uint16_t refused_port = 0;
+  {
+    tcp::acceptor a{ioc, {net::ip::make_address("127.0.0.1"), 0}};
+    refused_port = a.local_endpoint().port();
+  }
+  tcp::acceptor silent{ioc, {net::ip::make_address("127.0.0.1"), 0}};
+  silent.listen();
+  caf::actor_system_config caf_cfg;
+  add_error_category(caf_cfg);
+  caf::actor_system sys{caf_cfg};
+  auto cfg = parse_config(R"toml(
+[kinds.chat]
+max_attempts = 1
+[sources.unknown_ca]
+type = "http"
+base_url = ")toml" + stranger.url("/ok") + R"toml("
+  [sources.unknown_ca.tls]
+  ca_file = ")toml" + pki.file("ca.pem") + R"toml("
+[sources.refused]
+type = "http"
+base_url = "http://127.0.0.1:)toml" + std::to_string(refused_port) + R"toml("
+[sources.silent]
+type = "http"
+base_url = "http://127.0.0.1:)toml" +
+                          std::to_string(silent.local_endpoint().port()) +
+                          R"toml("
+first_byte_timeout_s = 0.2
+[routes."/a"]
+sources = ["unknown_ca"]
+[routes."/b"]
+sources = ["refused"]
+[routes."/c"]
+sources = ["silent"]
+)toml");
+  cfg.node.listen_host = "127.0.0.1";
+  cfg.node.listen_port = 0;
+  runtime rt{sys, cfg.runtime};
+  install(rt, cfg);
+  http_front front{rt, cfg.node};
+  auto reason = [&](const char* path) {
+    auto r = exchange(front.port(), http::verb::post, path, "{}");
+    CHECK(r.status == 503);
+    auto doc = r.doc();
+    REQUIRE(doc.is_object());
+    auto& attempts = doc["error"]["attempts"];
+    REQUIRE(attempts.size() == 1);
+    CHECK(attempts[0]["status"] == 0);
+    return attempts[0].value("reason", std::string{});
+  };
+  auto tls = reason("/a");
+  CHECK(tls.rfind("tls: ", 0) == 0);
+  CHECK(tls.find("issuer") != std::string::npos);
+  auto conn = reason("/b");
+  CHECK(conn.rfind("connect: ", 0) == 0);
+  CHECK(conn.find("refused") != std::string::npos);
+  CHECK(reason("/c") == "timeout: first byte");
+  front.shutdown(1s);
+}

@@ -632,6 +632,66 @@ TEST_CASE_METHOD(actor_fixture,
 }
 
 TEST_CASE_METHOD(actor_fixture,
+                 "a forged generation on the breaker channel is checked "
+                 "against the shared state: it moves no breaker and leaves "
+                 "no real transition stale",
+                 "[redis]") {
+  test_redis server;
+  shared_breaker_setup setup{server, 30s};
+  auto node_a = setup.node(sys), node_b = setup.node(sys);
+  auto& a = *node_a;
+  auto& b = *node_b;
+  REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
+  redis_client intruder{server.config()};
+  auto channel = server.config().key_prefix + "breakers";
+  auto forge = [&](const char* state, uint64_t gen) {
+    REQUIRE(intruder
+                .command({"PUBLISH", channel,
+                          std::string{R"({"node":"evil","source":"x",)"} +
+                              R"("state":")" + state +
+                              R"(","open_for_ms":30000,"gen":)" +
+                              std::to_string(gen) + "}"})
+                .ok());
+  };
+  // A jump far past anything the publish script counted (below 2^53, so
+  // it parses): read from the shared state instead, which holds nothing.
+  forge("open", 9007199254740000);
+  REQUIRE(eventually([&] {
+    return a.relay_stats()->confirmed >= 1 && b.relay_stats()->confirmed >= 1;
+  }));
+  std::this_thread::sleep_for(100ms);
+  CHECK_FALSE(a.source("x").breaker.is_open());
+  CHECK_FALSE(b.source("x").breaker.is_open());
+  // The real transitions still reach B (before the fix: dropped as stale
+  // after the forged generation).
+  auto open_a = [&] {
+    for (int k = 0; k < 4; ++k)
+      a.call(call_request{"/x", "{}"}).get();
+    REQUIRE(eventually([&] { return a.source("x").breaker.is_open(); },
+                       2000ms));
+  };
+  open_a();
+  CHECK(eventually([&] { return b.source("x").breaker.is_open(); }, 2000ms));
+  caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
+  REQUIRE(eventually([&] { return !b.source("x").breaker.is_open(); },
+                     2000ms));
+  // Forged as exactly the next generation: taken as heard (anyone who may
+  // PUBLISH can send a transition), but the real transition that the
+  // script then counts under the same generation overrules it.
+  auto gen = [&] {
+    auto r = intruder.command(
+        {"HGET", server.config().key_prefix + "breakers:gen", "x"});
+    REQUIRE(r.ok());
+    return std::stoull(r.reply->text);
+  };
+  auto applied = b.relay_stats()->applied.load();
+  forge("closed", gen() + 1);
+  REQUIRE(eventually([&] { return b.relay_stats()->applied == applied + 1; }));
+  open_a();
+  CHECK(eventually([&] { return b.source("x").breaker.is_open(); }, 2000ms));
+}
+
+TEST_CASE_METHOD(actor_fixture,
                  "after Redis restarts empty, a node's generations start over "
                  "and the others still apply them, and a transition decided while "
                  "it was down is told when it is back",

@@ -110,3 +110,13 @@ TEST_CASE("a refused call policy is a field_error naming the field") {
     CHECK_FALSE(e.problem().empty());
   }
 }
+
+TEST_CASE("the client is told to wait no longer than the node would "
+          "(max_retry_after), whatever the upstream's hint") {
+  call_policy p;
+  p.max_retry_after = 60s;
+  CHECK(client_retry_after(p, 86400s * 365) == 60s);
+  CHECK(client_retry_after(p, 61s) == 60s);
+  CHECK(client_retry_after(p, 7s) == 7s);
+  CHECK(client_retry_after(p, -1s) == 0s);
+}

@@ -116,3 +116,16 @@ TEST_CASE("a forged generation past 2^53 is refused: it would make a node "
   CHECK_FALSE(parse(R"({"node":"x","source":"a","state":"open","gen":9007199254740993})"));
   CHECK_FALSE(parse(R"({"node":"x","source":"a","state":"open","gen":18446744073709551615})"));
 }
+
+TEST_CASE("a channel message is applied as heard only when its generation "
+          "is the next one, and a jump or a repeat is read from the shared "
+          "state") {
+  CHECK(check_peer_gen(std::nullopt, 5) == peer_gen_check::confirm);
+  CHECK(check_peer_gen(7, 3) == peer_gen_check::stale);
+  CHECK(check_peer_gen(7, 6) == peer_gen_check::stale);
+  CHECK(check_peer_gen(7, 8) == peer_gen_check::next);
+  CHECK(check_peer_gen(7, 7) == peer_gen_check::confirm);
+  CHECK(check_peer_gen(7, 9) == peer_gen_check::confirm);
+  CHECK(check_peer_gen(7, uint64_t{1} << 53) == peer_gen_check::confirm);
+  CHECK(check_peer_gen(UINT64_MAX, UINT64_MAX) == peer_gen_check::confirm);
+}
