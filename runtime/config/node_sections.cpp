@@ -27,8 +27,9 @@ void read_browser_access(table_reader& r, node_settings& n) {
         r.fail("allowed_hosts", "must be an array of host names", &v);
       if (name->find(':') != std::string::npos)
         r.fail("allowed_hosts",
-               "\"" + *name + "\": a name without a port (a Host with any "
-               "port matches it; addresses need no entry)",
+               "\"" + *name +
+                   "\": a name without a port (a Host with any "
+                   "port matches it; addresses need no entry)",
                &v);
       try {
         parse_host_port(*name, {uint16_t{80}, 0});
@@ -56,9 +57,10 @@ void read_browser_access(table_reader& r, node_settings& n) {
       auto origin = normal_origin(*text);
       if (!origin)
         r.fail("allowed_origins",
-               "\"" + *text + "\" is not an origin: SCHEME://HOST[:PORT] as "
-               "a browser sends it, no path or trailing '/' (e.g. "
-               "\"https://app.example.com\"), or \"*\"",
+               "\"" + *text +
+                   "\" is not an origin: SCHEME://HOST[:PORT] as "
+                   "a browser sends it, no path or trailing '/' (e.g. "
+                   "\"https://app.example.com\"), or \"*\"",
                &v);
       n.allowed_origins.push_back(std::move(*origin));
     }

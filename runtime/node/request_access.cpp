@@ -48,8 +48,8 @@ origin_kind classify_origin(const http::fields& headers,
   auto n = headers.count(http::field::origin);
   if (n == 0)
     return origin_kind::none;
-  auto origin = n == 1 ? normal_origin(text(headers[http::field::origin]))
-                       : std::nullopt;
+  auto origin =
+      n == 1 ? normal_origin(text(headers[http::field::origin])) : std::nullopt;
   if (!origin)
     return origin_kind::foreign;
   auto* listed = ctx.allowed_origins;
@@ -58,8 +58,8 @@ origin_kind classify_origin(const http::fields& headers,
     return origin_kind::listed;
   // Only once its Host is checked: a rebound page's origin is its Host.
   if (headers.count(http::field::host) == 1)
-    if (auto own = normal_origin("http://" +
-                                 std::string{headers[http::field::host]});
+    if (auto own =
+            normal_origin("http://" + std::string{headers[http::field::host]});
         own && *own == *origin)
       return origin_kind::own;
   if (listed != nullptr &&
@@ -382,8 +382,7 @@ access_verdict decide_access(http::verb method, std::string_view path,
                              const access_context& ctx) {
   if (path == "/healthz")
     return {};
-  if (method == http::verb::options &&
-      headers.count(http::field::origin) > 0 &&
+  if (method == http::verb::options && headers.count(http::field::origin) > 0 &&
       headers.count(http::field::access_control_request_method) > 0)
     return decide_preflight(path, headers, ctx);
   if (is_operations_path(path))

@@ -34,7 +34,8 @@ bool is_address_host(std::string_view host);
 /// Whether a Host header's value is an address or `localhost`
 /// (`is_address_host`) or one of `names` (lowercase, without a port), with
 /// or without a port.
-bool is_known_host(std::string_view host, const std::vector<std::string>& names);
+bool is_known_host(std::string_view host,
+                   const std::vector<std::string>& names);
 
 /// How long a browser may keep a preflight's answer (`Access-Control-Max-
 /// Age`): short, so a restart with other `node.allowed_origins` is seen

@@ -138,7 +138,8 @@ std::optional<std::string> normal_origin(std::string_view text) {
   if (sep == std::string_view::npos || sep == 0)
     return std::nullopt;
   std::string out;
-  for (auto c : text.substr(0, sep)) { // RFC 3986: ALPHA *(ALPHA / DIGIT / + - .)
+  // The scheme (RFC 3986): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+  for (auto c : text.substr(0, sep)) {
     if (!is_alnum(c) && c != '+' && c != '-' && c != '.')
       return std::nullopt;
     out += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);

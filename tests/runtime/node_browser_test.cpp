@@ -93,15 +93,16 @@ TEST_CASE("browser: a keyless node serves no call to another site's page nor "
   CHECK(cross.header("access-control-allow-origin").empty());
   // The same page after DNS rebinding: same-origin to itself.
   auto rebound_host = "rebind.evil.example:" + std::to_string(p);
-  auto rebound = page_request(p, http::verb::post, "/v1/chat/completions",
-                              rebound_host,
-                              {{"Origin", "http://" + rebound_host}}, chat);
+  auto rebound =
+      page_request(p, http::verb::post, "/v1/chat/completions", rebound_host,
+                   {{"Origin", "http://" + rebound_host}}, chat);
   CHECK(rebound.status == 403);
   CHECK(code_of(rebound) == "permission_denied");
   CHECK(rebound.body.find("DNS rebinding") != std::string::npos);
   // A rebound page's GET carries no Origin at all.
-  CHECK(page_request(p, http::verb::get, "/v1/models", rebound_host, {})
-            .status == 403);
+  CHECK(
+      page_request(p, http::verb::get, "/v1/models", rebound_host, {}).status ==
+      403);
   // Its preflight too.
   auto pre = page_request(p, http::verb::options, "/v1/chat/completions", here,
                           {{"Origin", "https://evil.example"},
@@ -153,18 +154,17 @@ TEST_CASE("browser: allowed origins and hosts - preflight 204 with the CORS "
   CHECK(ok.header("access-control-expose-headers").find("X-Request-Id") !=
         std::string::npos);
   // A stream's header too.
-  auto streamed = page_request(p, http::verb::post, "/v1/chat/completions",
-                               here, {{"Origin", app}},
-                               R"({"model":"m","stream":true,"messages":[]})",
-                               "application/json");
+  auto streamed = page_request(
+      p, http::verb::post, "/v1/chat/completions", here, {{"Origin", app}},
+      R"({"model":"m","stream":true,"messages":[]})", "application/json");
   CHECK(streamed.status == 200);
   CHECK(streamed.content_type == "text/event-stream");
   CHECK(streamed.header("access-control-allow-origin") == app);
   // Another origin gets neither.
-  auto other = page_request(p, http::verb::options, "/v1/chat/completions",
-                            here,
-                            {{"Origin", "http://localhost:4000"},
-                             {"Access-Control-Request-Method", "POST"}});
+  auto other =
+      page_request(p, http::verb::options, "/v1/chat/completions", here,
+                   {{"Origin", "http://localhost:4000"},
+                    {"Access-Control-Request-Method", "POST"}});
   CHECK(other.status == 403);
   CHECK(other.header("access-control-allow-origin").empty());
   // The node's own pages (the address it was opened at) need no entry.
@@ -210,8 +210,7 @@ TEST_CASE("browser: node.allowed_hosts and node.allowed_origins are checked "
             .rfind("node.allowed_hosts@2", 0) == 0);
   CHECK(refused("allowed_hosts = [\"*.example\"]\n")
             .rfind("node.allowed_hosts@2", 0) == 0);
-  CHECK(refused("allowed_hosts = [1]\n").rfind("node.allowed_hosts@2", 0) ==
-        0);
+  CHECK(refused("allowed_hosts = [1]\n").rfind("node.allowed_hosts@2", 0) == 0);
   auto cfg = parse_config("[node]\nallowed_hosts = [\"Gateway.Test\"]\n"
                           "allowed_origins = [\"HTTPS://App.Example:443\"]\n"
                           "[sources.s]\ntype = \"simulated\"\n"
@@ -317,8 +316,8 @@ TEST_CASE("browser: operations take the admin key only in Authorization",
     CHECK(r.doc()["error"]["message"].get<std::string>().find(
               "not as api-key or x-api-key") != std::string::npos);
   }
-  CHECK(exchange_with(p, http::verb::get, "/status", "",
-                      {{"Authorization", std::string{"Bearer "} +
-                                             browser_admin}})
-            .status == 200);
+  CHECK(
+      exchange_with(p, http::verb::get, "/status", "",
+                    {{"Authorization", std::string{"Bearer "} + browser_admin}})
+          .status == 200);
 }

@@ -276,7 +276,9 @@ struct alpha_calls {
   std::vector<unsigned> statuses;
   std::vector<std::string> codes;
 
-  alpha_calls(uint16_t port, int n) : statuses(n), codes(n) {
+  alpha_calls(uint16_t port, int n)
+      : statuses(n)
+      , codes(n) {
     for (int i = 0; i < n; ++i)
       threads.emplace_back([this, port, i] {
         auto r = exchange_with(
@@ -308,13 +310,13 @@ struct in_flight_peak {
 
   explicit in_flight_peak(const source_handle& s)
       : sampler([this, tier = s.tier] {
-          while (!stop) {
-            auto n = tier->load().in_use;
-            if (n > peak)
-              peak = n;
-            std::this_thread::sleep_for(2ms);
-          }
-        }) {}
+        while (!stop) {
+          auto n = tier->load().in_use;
+          if (n > peak)
+            peak = n;
+          std::this_thread::sleep_for(2ms);
+        }
+      }) {}
   ~in_flight_peak() {
     stop = true;
     sampler.join();

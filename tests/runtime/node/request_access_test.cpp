@@ -219,7 +219,8 @@ TEST_CASE("access: keyless operations refuse a rebound Host name") {
   ctx.main_listener_loopback = true;
   http::fields headers;
   headers.set(http::field::host, "127.0.0.1:8080");
-  CHECK(decide_access(http::verb::get, "/status", headers, ctx).what == kind::allowed);
+  CHECK(decide_access(http::verb::get, "/status", headers, ctx).what ==
+        kind::allowed);
   // ...not to a page whose name was rebound to 127.0.0.1.
   headers.set(http::field::host, "attacker.example:8080");
   auto rebound = decide_access(http::verb::get, "/dashboard", headers, ctx);
@@ -231,7 +232,8 @@ TEST_CASE("access: keyless operations refuse a rebound Host name") {
             .what == kind::forbidden);
   // The admin listener serves names (scrapers use them).
   ctx.on_admin_listener = true;
-  CHECK(decide_access(http::verb::get, "/metrics", headers, ctx).what == kind::allowed);
+  CHECK(decide_access(http::verb::get, "/metrics", headers, ctx).what ==
+        kind::allowed);
 }
 
 TEST_CASE_METHOD(fixture, "access: Basic credentials do not open /admin/") {
@@ -460,7 +462,7 @@ TEST_CASE("access: known hosts and normal origins") {
   CHECK(normal_origin("chrome-extension://abcdef") ==
         "chrome-extension://abcdef");
   for (auto bad : {"null", "", "http://", "http://a/", "http://a/p",
-                   "http://u@a", "http://a?q", "http://::1", "//a",
-                   "1http://a", "http://a:99999", "http://[::1"})
+                   "http://u@a", "http://a?q", "http://::1", "//a", "1http://a",
+                   "http://a:99999", "http://[::1"})
     CHECK_FALSE(normal_origin(bad));
 }

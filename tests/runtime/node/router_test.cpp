@@ -128,15 +128,15 @@ TEST_CASE("router: a top-level model or stream in another case is refused") {
   // Issue 30 finding 3: a key limited to gpt-4o* sent {"model":"gpt-4o",
   // "Model":"gpt-5"}; routing read "model", an upstream reading keys
   // case-insensitively (Go's encoding/json) read the last match, gpt-5.
-  for (auto bad : {R"({"model":"gpt-4o","Model":"gpt-5"})",
-                   R"({"MODEL":"gpt-5","model":"gpt-4o"})",
-                   R"({"Model":"gpt-5"})", R"({"mOdEl":"gpt-5"})",
-                   R"({"model":"m","stream":false,"Stream":true})",
-                   R"({"STREAM":true})",
-                   // U+017F (long s): Go's case folding takes it for 's'.
-                   "{\"model\":\"m\",\"\xc5\xbftream\":true}",
-                   // \u escapes are the same key once decoded.
-                   R"({"model":"m","\u004dodel":"gpt-5"})"}) {
+  for (auto bad :
+       {R"({"model":"gpt-4o","Model":"gpt-5"})",
+        R"({"MODEL":"gpt-5","model":"gpt-4o"})", R"({"Model":"gpt-5"})",
+        R"({"mOdEl":"gpt-5"})", R"({"model":"m","stream":false,"Stream":true})",
+        R"({"STREAM":true})",
+        // U+017F (long s): Go's case folding takes it for 's'.
+        "{\"model\":\"m\",\"\xc5\xbftream\":true}",
+        // \u escapes are the same key once decoded.
+        R"({"model":"m","\u004dodel":"gpt-5"})"}) {
     INFO(bad);
     auto f = inspect_body(bad);
     CHECK(f.error.find("in another case") != std::string::npos);
