@@ -390,13 +390,17 @@ access_verdict decide_access(http::verb method, std::string_view path,
   if (ctx.on_admin_listener)
     return {}; // the router answers 404: no calls here
   auto v = decide_client(headers, ctx);
-  if (v.what != access_verdict::kind::allowed)
+  auto from = classify_origin(headers, ctx);
+  if (v.what != access_verdict::kind::allowed) {
+    // A browser client of an allowed origin may read why its key failed.
+    if (from == origin_kind::listed || from == origin_kind::any)
+      v.allow_origin = std::string{headers[http::field::origin]};
     return v;
+  }
   // No key: the node's own upstream credentials would serve a web page.
   if (v.key == nullptr)
     if (auto why = refuse_keyless(headers, ctx, calls_remedy))
       return refused(access_verdict::kind::forbidden, std::move(*why));
-  auto from = classify_origin(headers, ctx);
   if (from == origin_kind::listed || (from == origin_kind::any && v.key))
     v.allow_origin = std::string{headers[http::field::origin]};
   return v;

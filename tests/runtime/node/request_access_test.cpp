@@ -386,9 +386,15 @@ TEST_CASE_METHOD(fixture, "access: with client keys a key is the credential") {
   std::vector<std::string> origins{"*"};
   ctx.allowed_origins = &origins;
   CHECK(decide("/v1/chat/completions").allow_origin == "https://evil.example");
-  // Without the key it is a 401, as before.
+  // Without the key it is a 401, as before; readable by an allowed
+  // origin's page (it shows why), not by another's.
   headers.erase(http::field::authorization);
-  CHECK(decide("/v1/chat/completions").what == kind::unauthorized);
+  auto no_key = decide("/v1/chat/completions");
+  CHECK(no_key.what == kind::unauthorized);
+  CHECK(no_key.allow_origin == "https://evil.example");
+  origins = {"https://app.example"};
+  CHECK(decide("/v1/chat/completions").allow_origin.empty());
+  origins = {"*"};
   // Preflights carry no key: "*" answers them when keys are configured.
   headers.set(http::field::access_control_request_method, "POST");
   auto pre = decide("/v1/chat/completions", http::verb::options);
