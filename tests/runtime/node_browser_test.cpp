@@ -171,6 +171,18 @@ TEST_CASE("browser: allowed origins and hosts - preflight 204 with the CORS "
   CHECK(page_request(p, http::verb::post, "/v1/chat/completions", here,
                      {{"Origin", "http://" + here}}, chat)
             .status == 200);
+  // A browser sends the call on the preflight's connection: it stays open.
+  stream_client c{p};
+  net::write(c.stream.socket(),
+             net::buffer("OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: " +
+                         here + "\r\nOrigin: " + app +
+                         "\r\nAccess-Control-Request-Method: POST\r\n\r\n"
+                         "POST /v1/chat/completions HTTP/1.1\r\nHost: " +
+                         here + "\r\nOrigin: " + app + "\r\nContent-Length: " +
+                         std::to_string(chat.size()) + "\r\n\r\n" + chat));
+  CHECK(c.read_until("chat.completion"));
+  CHECK(c.has("HTTP/1.1 204"));
+  CHECK(c.has("HTTP/1.1 200"));
   // A listed name as Host is served; another name is not.
   CHECK(page_request(p, http::verb::post, "/v1/chat/completions",
                      "gateway.test:" + std::to_string(p), {}, chat)
