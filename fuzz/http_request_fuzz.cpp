@@ -36,6 +36,9 @@ const char* config = R"toml(
 max_body_bytes = 65536
 max_connections = 64
 max_event_subscribers = 8
+# The corpus sends "Host: x": past the Host rule (request_access), into
+# the bodies.
+allowed_hosts = ["x"]
 
 [admission]
 wait_timeout_s = 0.5

@@ -82,6 +82,7 @@ file_config parse_config(std::string_view text, std::string_view origin) {
     table_reader r{*t, "auth"};
     config::read_auth(r, cfg.node.auth);
   }
+  config::check_browser_access(cfg.node);
   if (auto t = top.table("admission")) {
     table_reader r{*t, "admission"};
     cfg.fixed_parts["admission"] = as_text(*t);

@@ -90,6 +90,15 @@ struct node_settings {
   /// endpoints (and /healthz), without the admin key; bind it to loopback or
   /// a private network. Empty: none.
   std::optional<host_port> admin_listen;
+  /// `node.allowed_hosts`: names (lowercase, no port) a `Host` header may
+  /// carry on a request served without a key, besides IP addresses and
+  /// `localhost` (a name not listed may be a DNS-rebound page's).
+  std::vector<std::string> allowed_hosts;
+  /// `node.allowed_origins`: web origins (`normal_origin`) whose pages may
+  /// call the node from a browser; "*": any, for requests with a client
+  /// key (needs `auth.keys`). Its line, for that check.
+  std::vector<std::string> allowed_origins;
+  int allowed_origins_line = 0;
   /// `node.access_log`: one JSON line per request to "stdout", to a file
   /// (a path), or "off".
   std::string access_log = "stdout";

@@ -10,6 +10,78 @@
 
 namespace sluice::config {
 
+namespace {
+
+/// Most entries of `node.allowed_hosts` and of `node.allowed_origins`.
+constexpr size_t browser_entries_limit = 256;
+
+// `node.allowed_hosts` and `node.allowed_origins` (request_access.hpp
+// applies them).
+void read_browser_access(table_reader& r, node_settings& n) {
+  if (auto a = r.array("allowed_hosts")) {
+    if (a->size() > browser_entries_limit)
+      r.fail("allowed_hosts", "more than 256 names");
+    for (auto&& v : *a) {
+      auto name = v.value<std::string>();
+      if (!name)
+        r.fail("allowed_hosts", "must be an array of host names", &v);
+      if (name->find(':') != std::string::npos)
+        r.fail("allowed_hosts",
+               "\"" + *name +
+                   "\": a name without a port (a Host with any "
+                   "port matches it; addresses need no entry)",
+               &v);
+      try {
+        parse_host_port(*name, {uint16_t{80}, 0});
+      } catch (const std::invalid_argument& e) {
+        r.fail("allowed_hosts", e.what(), &v);
+      }
+      std::string lower;
+      for (char c : *name)
+        lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      n.allowed_hosts.push_back(std::move(lower));
+    }
+  }
+  if (auto a = r.array("allowed_origins")) {
+    n.allowed_origins_line = line_of(*a);
+    if (a->size() > browser_entries_limit)
+      r.fail("allowed_origins", "more than 256 origins");
+    for (auto&& v : *a) {
+      auto text = v.value<std::string>();
+      if (!text)
+        r.fail("allowed_origins", "must be an array of origins", &v);
+      if (*text == "*") {
+        n.allowed_origins.push_back(*text);
+        continue;
+      }
+      auto origin = normal_origin(*text);
+      if (!origin)
+        r.fail("allowed_origins",
+               "\"" + *text +
+                   "\" is not an origin: SCHEME://HOST[:PORT] as "
+                   "a browser sends it, no path or trailing '/' (e.g. "
+                   "\"https://app.example.com\"), or \"*\"",
+               &v);
+      n.allowed_origins.push_back(std::move(*origin));
+    }
+  }
+}
+
+} // namespace
+
+void check_browser_access(const node_settings& n) {
+  // Without client keys every call is served with the node's own upstream
+  // credentials: "*" would let any web page spend them.
+  if (n.auth.keys.empty() &&
+      std::find(n.allowed_origins.begin(), n.allowed_origins.end(), "*") !=
+          n.allowed_origins.end())
+    throw config_error("node.allowed_origins",
+                       "\"*\" needs auth.keys (any page could otherwise "
+                       "call with the node's upstream credentials); list "
+                       "the origins instead",
+                       n.allowed_origins_line);
+}
+
 void read_node(table_reader& r, node_settings& n) {
   if (auto listen = r.string("listen")) {
     try {
@@ -75,6 +147,7 @@ void read_node(table_reader& r, node_settings& n) {
              std::string{e.what()} + " (HOST:PORT, e.g. \"127.0.0.1:9090\")");
     }
   }
+  read_browser_access(r, n);
   if (auto x = r.string("access_log")) {
     if (x->empty())
       r.fail("access_log", "must be \"stdout\", \"off\" or a file path");

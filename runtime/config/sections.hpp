@@ -21,6 +21,10 @@ void read_node(table_reader& r, node_settings& n);
 /// `[auth]` and its `[auth.keys.NAME]` tables.
 void read_auth(table_reader& r, auth_settings& a);
 
+/// The rules between `[node]` and `[auth]`, once both are read:
+/// `node.allowed_origins = ["*"]` needs client keys.
+void check_browser_access(const node_settings& n);
+
 /// `[backend]`: where scope progress lives (in process or in Redis), the
 /// cluster cap and its leases.
 void read_backend(table_reader& r, runtime_config& rc);

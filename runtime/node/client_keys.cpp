@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include <caf/send.hpp>
+
+#include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/admission_tiers.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 
@@ -35,6 +38,23 @@ client_key::client_key(client_key_config cfg, tier_handle tier, time_point now)
     q.burst = cfg_.burst > 0 ? cfg_.burst : cfg_.requests_per_minute;
     bucket_.emplace(q, now);
   }
+}
+
+client_key::client_key(client_key_config cfg, client_key& earlier,
+                       time_point now)
+    : client_key(std::move(cfg), earlier.tier_, now) {
+  // A new tier would start at zero beside the old one's calls: the cap
+  // would hold for each and not for the client (issue 30, finding 4).
+  tier_.counter->set_cap(cfg_.max_concurrent);
+  if (tier_.owner) // a raised cap may free permits for queued waiters
+    caf::anon_send(tier_.owner, wake_atom_v);
+  if (cfg_.requests_per_minute == earlier.cfg_.requests_per_minute &&
+      cfg_.burst == earlier.cfg_.burst) {
+    std::lock_guard<std::mutex> guard{earlier.mx_};
+    bucket_ = earlier.bucket_;
+  }
+  requests = earlier.requests.load();
+  rate_limited = earlier.rate_limited.load();
 }
 
 bool client_key::may_use(std::string_view model) const noexcept {
@@ -112,25 +132,33 @@ client_keys::client_keys(const auth_settings& auth,
     : admin_(auth.admin_digest) {
   auto now = steady::now();
   for (auto& k : auth.keys) {
-    std::shared_ptr<client_key> kept;
+    // The previous key with this secret (digests are unique in a set).
+    std::shared_ptr<client_key> earlier;
     if (previous != nullptr)
-      for (auto& old : previous->keys_)
-        if (same_settings(old->config(), k))
-          kept = old;
+      if (auto* e = previous->find_digest(k.digest))
+        earlier = previous->keys_[*e];
     by_digest_.emplace(digest_key(k.digest), keys_.size());
-    keys_.push_back(kept ? std::move(kept)
-                         : std::make_shared<client_key>(
-                               k, tiers.new_tier(k.max_concurrent), now));
+    if (earlier && same_settings(earlier->config(), k))
+      keys_.push_back(std::move(earlier));
+    else if (earlier)
+      keys_.push_back(std::make_shared<client_key>(k, *earlier, now));
+    else
+      keys_.push_back(std::make_shared<client_key>(
+          k, tiers.new_tier(k.max_concurrent), now));
   }
 }
 
 client_key* client_keys::find(std::string_view token) const {
-  auto d = sha256(token);
+  auto i = find_digest(sha256(token));
+  return i ? keys_[*i].get() : nullptr;
+}
+
+const size_t* client_keys::find_digest(const sha256_digest& d) const {
   auto i = by_digest_.find(digest_key(d));
   if (i == by_digest_.end())
     return nullptr;
-  auto& key = *keys_[i->second];
-  return same_digest(key.config().digest, d) ? &key : nullptr;
+  return same_digest(keys_[i->second]->config().digest, d) ? &i->second
+                                                           : nullptr;
 }
 
 bool client_keys::is_admin(std::string_view token) const {

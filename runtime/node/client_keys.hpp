@@ -31,6 +31,15 @@ class client_key {
 public:
   client_key(client_key_config cfg, tier_handle tier, time_point now);
 
+  /// The same secret as `earlier` under changed settings (a config
+  /// reload): the same client, so it keeps `earlier`'s tier, its cap moved
+  /// to `cfg.max_concurrent` -- the calls in flight count against the new
+  /// cap, a lowered one takes effect as they end -- and its request rate
+  /// and counters when `requests_per_minute` and `burst` are unchanged.
+  /// Changes the shared tier at once: build only the key set that is then
+  /// installed.
+  client_key(client_key_config cfg, client_key& earlier, time_point now);
+
   const std::string& name() const noexcept { return cfg_.name; }
   const client_key_config& config() const noexcept { return cfg_; }
 
@@ -82,7 +91,9 @@ class client_keys {
 public:
   /// With `previous` (a config reload), a key whose name and settings
   /// are unchanged is the same key: its tier (calls in flight), request
-  /// rate and counters go on.
+  /// rate and counters go on. One whose secret is unchanged but not its
+  /// settings is the same client under new settings (`client_key`'s
+  /// second constructor): its calls in flight stay counted.
   client_keys(const auth_settings& auth, const admission_tiers& tiers,
               const client_keys* previous = nullptr);
 
@@ -105,6 +116,9 @@ public:
   }
 
 private:
+  /// The index in `keys_` of the key with digest `d`, or null.
+  const size_t* find_digest(const sha256_digest& d) const;
+
   std::vector<std::shared_ptr<client_key>> keys_;
   std::unordered_map<std::string, size_t> by_digest_;
   std::optional<sha256_digest> admin_;

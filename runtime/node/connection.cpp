@@ -128,6 +128,7 @@ void connection::do_read() {
   // A new request (its line is logged once it is answered).
   rec_ = access_record{};
   key_ = nullptr;
+  cors_origin_.clear();
   logged_ = false;
   request_started_ = std::chrono::steady_clock::now();
   parser_.emplace();
@@ -265,8 +266,21 @@ bool connection::check_access() {
   auto& keys = *keys_;
   ctx.is_admin_key = [&keys](std::string_view t) { return keys.is_admin(t); };
   ctx.find_key = [&keys](std::string_view t) { return keys.find(t); };
-  auto verdict = decide_access(*path, req.base(), ctx);
+  ctx.allowed_hosts = &front_.settings.allowed_hosts;
+  ctx.allowed_origins = &front_.settings.allowed_origins;
+  auto verdict = decide_access(req.method(), *path, req.base(), ctx);
+  cors_origin_ = verdict.allow_origin;
   switch (verdict.what) {
+  case access_verdict::kind::preflight: {
+    // Answered on its header; a preflight has no body to wait for.
+    auto res = make_response(204, "", req.keep_alive() && parser_->is_done(),
+                             version_);
+    res.erase(http::field::content_type);
+    set_preflight_headers(res, cors_origin_, req.base());
+    cors_origin_.clear(); // set above, once
+    write(std::move(res));
+    return false;
+  }
   case access_verdict::kind::allowed:
     key_ = verdict.key;
     if (key_) {
@@ -389,6 +403,8 @@ void connection::write(response res) {
   if (rec_.request_id.empty()) // refused before its header was read
     rec_.request_id = new_request_id();
   res.set("X-Request-Id", rec_.request_id);
+  if (!cors_origin_.empty())
+    set_cors_headers(res, cors_origin_);
   log_access(res.result_int());
   auto keep = res.keep_alive();
   auto sp = std::make_shared<response>(std::move(res));

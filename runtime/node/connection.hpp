@@ -212,6 +212,9 @@ private:
   /// anonymous).
   std::shared_ptr<const client_keys> keys_;
   client_key* key_ = nullptr;
+  /// The web origin whose page may read this request's answer (CORS);
+  /// empty: none.
+  std::string cors_origin_;
   /// The key `front_.connections` names this connection by.
   std::string listed_key_;
   /// The request being answered, for its access-log line and headers.

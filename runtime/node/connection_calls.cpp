@@ -18,6 +18,10 @@ using tcp = boost::asio::ip::tcp;
 
 // GET /v1/models (`id` empty) or /v1/models/ID.
 void connection::list_models(const std::string& id) {
+  // A listing is a request: it spends the key's rate like a call.
+  if (key_)
+    if (auto wait = key_->take(std::chrono::steady_clock::now()))
+      return refuse_rate_limited(*wait);
   auto body = models_answer(front_.rt.models(), key_, id, front_.started_unix);
   if (!body)
     return refuse_model(id);
@@ -222,7 +226,8 @@ void connection::on_chunk(std::string bytes) {
     streaming_ = true;
     sse_.emplace(stream_, answer_stream_budget,
                  [this](sse_stream::end e) { on_stream_end(e); });
-    sse_->start(shared_from_this(), keep_, version_, rec_.request_id);
+    sse_->start(shared_from_this(), keep_, version_, rec_.request_id,
+                cors_origin_);
   }
   sse_->push(std::move(bytes));
 }

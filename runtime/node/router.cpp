@@ -154,6 +154,33 @@ std::optional<std::string> percent_decode(std::string_view segment) {
 
 namespace {
 
+// "model" or "stream" when `k` folds to one of them under Unicode simple
+// case folding but is not it. Besides ASCII letters only two characters
+// fold onto ASCII ones: U+017F (long s) onto 's' and U+212A (Kelvin sign)
+// onto 'k' -- Go's bytes.EqualFold, which encoding/json uses, takes both.
+std::optional<std::string> routing_key_in_another_case(std::string_view k) {
+  std::string folded;
+  for (size_t i = 0; i < k.size() && folded.size() <= 6;) {
+    auto c = static_cast<unsigned char>(k[i]);
+    if (c < 0x80) {
+      folded += static_cast<char>(std::tolower(c));
+      ++i;
+    } else if (k.substr(i, 2) == "\xc5\xbf") { // U+017F
+      folded += 's';
+      i += 2;
+    } else if (k.substr(i, 3) == "\xe2\x84\xaa") { // U+212A
+      folded += 'k';
+      i += 3;
+    } else {
+      return std::nullopt;
+    }
+  }
+  for (std::string_view exact : {"model", "stream"})
+    if (folded == exact && k != exact)
+      return std::string{exact};
+  return std::nullopt;
+}
+
 // SAX reader: checks the body is one object, bounds the depth, and keeps
 // the two top-level fields routing needs. Strings are seen one at a time;
 // only `model`'s value is kept.
@@ -199,6 +226,14 @@ public:
       return refuse("\"stream\" is given twice");
     if (key_ == top_key::model && std::exchange(seen_model_, true))
       return refuse("\"model\" is given twice");
+    // ...and on case: Go's encoding/json matches "Model" (or "MODEL", or
+    // "ſtream" with U+017F) to a field named model when no exact key is
+    // there, and takes the last of several; we route on the exact key.
+    if (key_ == top_key::other)
+      if (auto exact = routing_key_in_another_case(k))
+        return refuse("\"" + k + "\" is \"" + *exact +
+                      "\" in another case: only the exact key is accepted "
+                      "(an upstream may read keys case-insensitively)");
     return true;
   }
   bool parse_error(std::size_t, const std::string&,

@@ -5,6 +5,8 @@
 #include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "sluice/runtime/node/request_access.hpp"
+
 namespace sluice::node {
 
 namespace beast = boost::beast;
@@ -20,7 +22,8 @@ sse_stream::sse_stream(beast::tcp_stream& stream, size_t limit,
 }
 
 void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
-                       unsigned version, const std::string& request_id) {
+                       unsigned version, const std::string& request_id,
+                       const std::string& allow_origin) {
   owner_ = owner;
   started_ = true;
   header_.emplace(http::status::ok, version);
@@ -29,6 +32,8 @@ void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
   header_->set(http::field::cache_control, "no-cache");
   if (!request_id.empty())
     header_->set("X-Request-Id", request_id);
+  if (!allow_origin.empty())
+    set_cors_headers(*header_, allow_origin);
   header_->keep_alive(keep_alive);
   header_->chunked(true);
   serializer_.emplace(*header_);

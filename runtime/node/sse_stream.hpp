@@ -67,9 +67,12 @@ public:
   /// Sends the `200 text/event-stream` header (chunked); frames pushed
   /// meanwhile wait for it. `owner` (the connection holding this stream)
   /// is kept alive by every pending write.
-  /// `request_id` (if not empty) goes out as `X-Request-Id`.
+  /// `request_id` (if not empty) goes out as `X-Request-Id`;
+  /// `allow_origin` (if not empty) makes it readable by that web origin's
+  /// pages (`set_cors_headers`).
   void start(std::shared_ptr<void> owner, bool keep_alive, unsigned version,
-             const std::string& request_id = {});
+             const std::string& request_id = {},
+             const std::string& allow_origin = {});
 
   /// Queues `frame` (one or more whole SSE events). Drops the client when
   /// the queue would pass the budget.

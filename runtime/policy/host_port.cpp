@@ -133,6 +133,45 @@ host_port parse_host_port(std::string_view text, host_port_rules rules) {
   return out;
 }
 
+std::optional<std::string> normal_origin(std::string_view text) {
+  auto sep = text.find("://");
+  if (sep == std::string_view::npos || sep == 0)
+    return std::nullopt;
+  std::string out;
+  // The scheme (RFC 3986): ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+  for (auto c : text.substr(0, sep)) {
+    if (!is_alnum(c) && c != '+' && c != '-' && c != '.')
+      return std::nullopt;
+    out += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
+  if (!(out.front() >= 'a' && out.front() <= 'z'))
+    return std::nullopt;
+  auto authority = text.substr(sep + 3);
+  if (authority.find_first_of("/?#@") != std::string_view::npos)
+    return std::nullopt;
+  auto close = authority.find(']');
+  bool has_port =
+      authority.find(':', close == std::string_view::npos ? 0 : close) !=
+      std::string_view::npos;
+  if (!authority.empty() && authority.front() == '[' &&
+      close == std::string_view::npos)
+    return std::nullopt;
+  uint16_t default_port = out == "http" ? 80 : out == "https" ? 443 : 0;
+  host_port hp;
+  try {
+    hp = parse_host_port(authority, {default_port, 0});
+  } catch (const std::invalid_argument&) {
+    return std::nullopt;
+  }
+  for (auto& c : hp.host)
+    if (c >= 'A' && c <= 'Z')
+      c = static_cast<char>(c - 'A' + 'a');
+  out += "://" + bracketed(hp.host);
+  if (has_port && (default_port == 0 || hp.port != default_port))
+    out += ":" + std::to_string(hp.port);
+  return out;
+}
+
 std::string bracketed(std::string_view host) {
   if (host.find(':') != std::string_view::npos)
     return "[" + std::string{host} + "]";

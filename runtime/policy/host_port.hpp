@@ -46,4 +46,12 @@ std::string bracketed(std::string_view host);
 /// `HOST:PORT`, or `[V6]:PORT`: what `parse_host_port` reads back.
 std::string to_string(const host_port& x);
 
+/// A web origin (RFC 6454 §6.2) as browsers write it in `Origin`:
+/// `SCHEME://HOST[:PORT]` with the scheme and host in lowercase, no port
+/// when it is the scheme's default (80 for http, 443 for https) and an
+/// IPv6 host in brackets -- so equal origins give equal text however they
+/// were written. Nothing for what is not one: "null" (a sandboxed page or
+/// a file), a path, a query, userinfo, an empty host.
+std::optional<std::string> normal_origin(std::string_view text);
+
 } // namespace sluice

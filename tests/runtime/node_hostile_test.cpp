@@ -363,16 +363,17 @@ TEST_CASE("hostile: ambiguous framing is refused, absolute-form and Expect: "
   }};
   auto p = node.port();
   auto smuggle = [&](const std::string& te) {
-    return raw_exchange(p, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                           "Transfer-Encoding: " +
-                               te +
-                               "\r\nContent-Length: 2\r\n\r\n{}");
+    return raw_exchange(
+        p, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+           "Transfer-Encoding: " +
+               te + "\r\nContent-Length: 2\r\n\r\n{}");
   };
   CHECK(smuggle("chunked, gzip").status == 400);
   CHECK(smuggle("xchunked").status == 400);
   CHECK(smuggle("chunked").status == 400); // with Content-Length
-  CHECK(raw_exchange(p, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                        "Transfer-Encoding: gzip\r\n\r\n")
+  CHECK(raw_exchange(p,
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Transfer-Encoding: gzip\r\n\r\n")
             .status == 400);
   CHECK(raw_exchange(p, "GET /healthz HTTP/1.1\r\n\r\n").status == 400);
   CHECK(raw_exchange(p, "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
@@ -384,12 +385,13 @@ TEST_CASE("hostile: ambiguous framing is refused, absolute-form and Expect: "
                                   "{}"))
             .status == 200);
   // A chunked body is fine.
-  CHECK(raw_exchange(p, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                        "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+  CHECK(raw_exchange(p,
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
             .status == 200);
   // Expect: 100-continue: the 100 comes before the body is sent.
   stream_client c{p};
-  std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+  std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      "Expect: 100-continue\r\nContent-Length: 2\r\n\r\n";
   net::write(c.stream.socket(), net::buffer(head));
   REQUIRE(c.read_until("HTTP/1.1 100 Continue\r\n\r\n", 2s));

@@ -4,6 +4,7 @@
 // 422 config_rejected and the node serves on; client keys are swapped,
 // a kept key keeps its counters.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -245,4 +246,137 @@ TEST_CASE("node reload: a reload that would leave a public listener without "
   CHECK(exchange_with(port, http::verb::post, "/v1/chat/completions", body,
                       {{"Authorization", "Bearer reload-key-a-0123456789"}})
             .status == 200);
+}
+
+namespace {
+
+// Key alpha with `cap` calls at once (2.5 s each on /slow); over it a call
+// waits 0.2 s and is refused tool_busy.
+std::string capped_key(int cap) {
+  ::setenv("SLUICE_TEST_RELOAD_ALPHA", "reload-key-alpha-0123456789", 1);
+  ::setenv("SLUICE_TEST_RELOAD_ADMIN", "reload-admin-0123456789", 1);
+  return "[admission]\nwait_timeout_s = 0.2\n"
+         "[auth]\nadmin_key = \"env:SLUICE_TEST_RELOAD_ADMIN\"\n"
+         "[auth.keys.alpha]\nkey = \"env:SLUICE_TEST_RELOAD_ALPHA\"\n"
+         "max_concurrent = " +
+         std::to_string(cap) + "\n" + sim("slow", 2500) +
+         "[routes.\"/slow\"]\nsources = [\"slow\"]\n";
+}
+
+unsigned reload_as_admin(uint16_t port) {
+  return exchange_with(port, http::verb::post, "/admin/reload", "",
+                       {{"Authorization", "Bearer reload-admin-0123456789"}})
+      .status;
+}
+
+// `n` calls of key alpha on /slow at once, each on a thread; their
+// statuses once all are answered.
+struct alpha_calls {
+  std::vector<std::thread> threads;
+  std::vector<unsigned> statuses;
+  std::vector<std::string> codes;
+
+  alpha_calls(uint16_t port, int n)
+      : statuses(n)
+      , codes(n) {
+    for (int i = 0; i < n; ++i)
+      threads.emplace_back([this, port, i] {
+        auto r = exchange_with(
+            port, http::verb::post, "/slow", body,
+            {{"Authorization", "Bearer reload-key-alpha-0123456789"}});
+        statuses[i] = r.status;
+        auto doc = r.doc();
+        if (doc.is_object() && doc.contains("error"))
+          codes[i] = doc["error"]["code"].get<std::string>();
+      });
+  }
+  void join() {
+    for (auto& t : threads)
+      t.join();
+    threads.clear();
+  }
+  int count(unsigned status) const {
+    return static_cast<int>(
+        std::count(statuses.begin(), statuses.end(), status));
+  }
+  ~alpha_calls() { join(); }
+};
+
+// The most calls in flight at the source while `busy()` holds, sampled.
+struct in_flight_peak {
+  std::atomic<uint32_t> peak{0};
+  std::atomic<bool> stop{false};
+  std::thread sampler;
+
+  explicit in_flight_peak(const source_handle& s)
+      : sampler([this, tier = s.tier] {
+        while (!stop) {
+          auto n = tier->load().in_use;
+          if (n > peak)
+            peak = n;
+          std::this_thread::sleep_for(2ms);
+        }
+      }) {}
+  ~in_flight_peak() {
+    stop = true;
+    sampler.join();
+  }
+};
+
+} // namespace
+
+TEST_CASE("node reload: a key's raised cap counts the calls it had in "
+          "flight",
+          "[node][reload][keys]") {
+  // Issue 30, finding 4: alpha at its cap 3, a reload raising it to 4, then
+  // 4 more calls were all admitted: 7 in flight under a cap of 4.
+  config_file file{capped_key(3)};
+  node_under_test node{capped_key(3)};
+  node.serve_reloads(file.path);
+  auto port = node.port();
+  auto slow = node.rt->source("slow");
+  in_flight_peak peak{slow};
+  alpha_calls first{port, 3};
+  REQUIRE(settles([&] { return slow.tier->load().in_use == 3; }));
+  file.write(capped_key(4));
+  REQUIRE(reload_as_admin(port) == 200);
+  alpha_calls more{port, 4};
+  more.join();
+  first.join();
+  INFO("peak in flight " << peak.peak.load());
+  CHECK(peak.peak.load() <= 4u);
+  CHECK(first.count(200) == 3);
+  CHECK(more.count(200) == 1); // the one permit the raise freed
+  CHECK(more.count(503) == 3);
+  CHECK(std::count(more.codes.begin(), more.codes.end(), "tool_busy") == 3);
+  CHECK(slow.tier->load().in_use == 0);
+}
+
+TEST_CASE("node reload: a key's lowered cap admits nothing until its calls "
+          "in flight are under it",
+          "[node][reload][keys]") {
+  config_file file{capped_key(3)};
+  node_under_test node{capped_key(3)};
+  node.serve_reloads(file.path);
+  auto port = node.port();
+  auto slow = node.rt->source("slow");
+  in_flight_peak peak{slow};
+  alpha_calls first{port, 3};
+  REQUIRE(settles([&] { return slow.tier->load().in_use == 3; }));
+  file.write(capped_key(2));
+  REQUIRE(reload_as_admin(port) == 200);
+  // 3 in flight under a cap of 2: a new call waits 0.2 s and is refused.
+  alpha_calls over{port, 1};
+  over.join();
+  CHECK(over.count(503) == 1);
+  CHECK(over.codes[0] == "tool_busy");
+  CHECK(peak.peak.load() == 3u);
+  first.join();
+  CHECK(first.count(200) == 3);
+  // Once they are done the new cap holds: 2 of 3 admitted.
+  alpha_calls next{port, 3};
+  next.join();
+  CHECK(next.count(200) == 2);
+  CHECK(next.count(503) == 1);
+  CHECK(peak.peak.load() == 3u);
 }

@@ -133,3 +133,44 @@ TEST_CASE("an access-log line has every field, nulls for the empty ones") {
   r.model = "\xff\xfe";
   CHECK(nlohmann::json::parse(access_line(r), nullptr, false).is_object());
 }
+
+TEST_CASE("a key under new settings is the same client: its tier, its rate") {
+  // Issue 30, finding 4: a reload that raised a key's cap gave it a tier
+  // of its own beside the old one's calls. (No owner actor here: the
+  // counter is the tier's fast path, what the cap is.)
+  tier_handle tier;
+  tier.kind = tier_kind::session;
+  tier.counter = std::make_shared<policy::tier_counter>(3);
+  client_key_config cfg;
+  cfg.name = "alpha";
+  cfg.max_concurrent = 3;
+  cfg.requests_per_minute = 2;
+  client_key old{cfg, tier, time_point{}};
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(tier.counter->try_acquire());
+  old.requests = 5;
+  CHECK_FALSE(old.take(time_point{}));
+  CHECK_FALSE(old.take(time_point{}));
+  CHECK(old.take(time_point{})); // spent: the next in 30 s
+  auto raised_cfg = cfg;
+  raised_cfg.max_concurrent = 4;
+  client_key raised{raised_cfg, old, time_point{}};
+  CHECK(raised.tier().counter == tier.counter);
+  CHECK(tier.counter->cap() == 4);
+  CHECK(tier.counter->try_acquire()); // 4 of 4
+  CHECK_FALSE(tier.counter->try_acquire());
+  CHECK(raised.requests == 5);
+  CHECK(raised.take(time_point{})); // the same rate: still spent
+  // Lowered under the calls in flight: nothing until they are under it.
+  auto lowered_cfg = cfg;
+  lowered_cfg.max_concurrent = 2;
+  lowered_cfg.requests_per_minute = 60; // a new rate starts full
+  client_key lowered{lowered_cfg, raised, time_point{}};
+  CHECK(tier.counter->cap() == 2);
+  tier.counter->release();
+  tier.counter->release();
+  CHECK_FALSE(tier.counter->try_acquire()); // 2 in flight, cap 2
+  tier.counter->release();
+  CHECK(tier.counter->try_acquire());
+  CHECK_FALSE(lowered.take(time_point{}));
+}

@@ -3,11 +3,13 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/beast/http/field.hpp>
 #include <catch2/catch.hpp>
 
 #include "sluice/runtime/node/request_access.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
 
 using namespace sluice;
 using namespace sluice::node;
@@ -40,8 +42,9 @@ struct fixture {
     return cfg;
   }
 
-  access_verdict decide(std::string_view path) {
-    return decide_access(path, headers, ctx);
+  access_verdict decide(std::string_view path,
+                        http::verb method = http::verb::post) {
+    return decide_access(method, path, headers, ctx);
   }
 
   void bearer(const std::string& token) {
@@ -216,18 +219,21 @@ TEST_CASE("access: keyless operations refuse a rebound Host name") {
   ctx.main_listener_loopback = true;
   http::fields headers;
   headers.set(http::field::host, "127.0.0.1:8080");
-  CHECK(decide_access("/status", headers, ctx).what == kind::allowed);
+  CHECK(decide_access(http::verb::get, "/status", headers, ctx).what ==
+        kind::allowed);
   // ...not to a page whose name was rebound to 127.0.0.1.
   headers.set(http::field::host, "attacker.example:8080");
-  auto rebound = decide_access("/dashboard", headers, ctx);
+  auto rebound = decide_access(http::verb::get, "/dashboard", headers, ctx);
   CHECK(rebound.what == kind::forbidden);
   CHECK(rebound.why.find("DNS rebinding") != std::string::npos);
-  // Calls are not operations: their Host is not checked here.
-  CHECK(decide_access("/v1/chat/completions", headers, ctx).what ==
-        kind::allowed);
+  // Calls served without a key are refused to it as well (issue 30,
+  // finding 2: they spend the node's upstream credentials).
+  CHECK(decide_access(http::verb::post, "/v1/chat/completions", headers, ctx)
+            .what == kind::forbidden);
   // The admin listener serves names (scrapers use them).
   ctx.on_admin_listener = true;
-  CHECK(decide_access("/metrics", headers, ctx).what == kind::allowed);
+  CHECK(decide_access(http::verb::get, "/metrics", headers, ctx).what ==
+        kind::allowed);
 }
 
 TEST_CASE_METHOD(fixture, "access: Basic credentials do not open /admin/") {
@@ -236,4 +242,233 @@ TEST_CASE_METHOD(fixture, "access: Basic credentials do not open /admin/") {
   CHECK(decide("/admin/breakers/a/reset").what == kind::unauthorized);
   bearer("sk-admin");
   CHECK(decide("/admin/breakers/a/reset").what == kind::allowed);
+}
+
+namespace {
+
+// A developer's node: loopback, no keys at all (issue 30, finding 2: the
+// default of a local gateway), its browser settings as given.
+struct keyless_node {
+  std::vector<std::string> hosts;
+  std::vector<std::string> origins;
+  access_context ctx;
+  http::fields headers;
+
+  keyless_node() {
+    ctx.main_listener_loopback = true;
+    ctx.allowed_hosts = &hosts;
+    ctx.allowed_origins = &origins;
+    headers.set(http::field::host, "127.0.0.1:8080");
+  }
+
+  access_verdict decide(std::string_view path,
+                        http::verb method = http::verb::post) {
+    return decide_access(method, path, headers, ctx);
+  }
+
+  void preflight(const std::string& origin) {
+    headers.set(http::field::origin, origin);
+    headers.set(http::field::access_control_request_method, "POST");
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(keyless_node,
+                 "access: a keyless call from another site's page is 403") {
+  // The red team's request: a cross-site text/plain POST (no preflight).
+  headers.set(http::field::origin, "https://evil.example");
+  auto v = decide("/v1/chat/completions");
+  CHECK(v.what == kind::forbidden);
+  CHECK(v.why.find("Origin: https://evil.example") != std::string::npos);
+  CHECK(v.why.find("node.allowed_origins") != std::string::npos);
+  CHECK(decide("/v1/models", http::verb::get).what == kind::forbidden);
+  // "null" (a sandboxed frame, a file) and two Origins are foreign too.
+  headers.set(http::field::origin, "null");
+  CHECK(decide("/v1/embeddings").what == kind::forbidden);
+  headers.set(http::field::origin, "http://127.0.0.1:8080");
+  headers.insert(http::field::origin, "http://127.0.0.1:8080");
+  CHECK(decide("/v1/embeddings").what == kind::forbidden);
+  // No Origin (curl, an SDK): served, nothing to mark.
+  headers.erase(http::field::origin);
+  auto plain = decide("/v1/chat/completions");
+  CHECK(plain.what == kind::allowed);
+  CHECK(plain.allow_origin.empty());
+}
+
+TEST_CASE_METHOD(keyless_node,
+                 "access: a keyless call to a rebound Host name is 403") {
+  headers.set(http::field::host, "rebind.evil.example:8080");
+  auto v = decide("/v1/chat/completions");
+  CHECK(v.what == kind::forbidden);
+  CHECK(v.why.find("DNS rebinding") != std::string::npos);
+  CHECK(v.why.find("\"rebind.evil.example:8080\"") != std::string::npos);
+  // Its own origin is its Host: the Host is checked first.
+  headers.set(http::field::origin, "http://rebind.evil.example:8080");
+  CHECK(decide("/v1/chat/completions").what == kind::forbidden);
+  // A configured name is served, in any case, with any port.
+  hosts = {"gateway.internal"};
+  headers.erase(http::field::origin);
+  headers.set(http::field::host, "Gateway.Internal:8080");
+  CHECK(decide("/v1/chat/completions").what == kind::allowed);
+  headers.set(http::field::host, "gateway.internal.evil.example");
+  CHECK(decide("/v1/chat/completions").what == kind::forbidden);
+  // Addresses and localhost need no entry.
+  for (auto ok : {"localhost:8080", "[::1]:8080", "10.0.0.7"}) {
+    headers.set(http::field::host, ok);
+    CHECK(decide("/v1/chat/completions").what == kind::allowed);
+  }
+}
+
+TEST_CASE_METHOD(keyless_node,
+                 "access: the node's own origin and listed origins call") {
+  // A page the node served itself (http:// + its Host), in any spelling.
+  for (auto own : {"http://127.0.0.1:8080", "HTTP://127.0.0.1:8080"}) {
+    headers.set(http::field::origin, own);
+    auto v = decide("/v1/chat/completions");
+    CHECK(v.what == kind::allowed);
+    CHECK(v.allow_origin.empty()); // same origin: nothing to allow
+  }
+  headers.set(http::field::host, "localhost:8080");
+  headers.set(http::field::origin, "http://localhost:8080");
+  CHECK(decide("/v1/chat/completions").what == kind::allowed);
+  // Another port of the same host is another origin.
+  headers.set(http::field::origin, "http://localhost:3000");
+  CHECK(decide("/v1/chat/completions").what == kind::forbidden);
+  // Listed: served, and its page may read the answer.
+  origins = {"http://localhost:3000"};
+  auto v = decide("/v1/chat/completions");
+  CHECK(v.what == kind::allowed);
+  CHECK(v.allow_origin == "http://localhost:3000");
+  // "*" opens nothing without a key: the page would spend the node's
+  // upstream credentials.
+  origins = {"*"};
+  headers.set(http::field::origin, "https://evil.example");
+  CHECK(decide("/v1/chat/completions").what == kind::forbidden);
+}
+
+TEST_CASE_METHOD(keyless_node, "access: CORS preflights") {
+  origins = {"https://app.example"};
+  preflight("https://app.example");
+  auto ok = decide("/v1/chat/completions", http::verb::options);
+  CHECK(ok.what == kind::preflight);
+  CHECK(ok.allow_origin == "https://app.example");
+  preflight("https://evil.example");
+  auto foreign = decide("/v1/chat/completions", http::verb::options);
+  CHECK(foreign.what == kind::forbidden);
+  CHECK(foreign.why.find("node.allowed_origins") != std::string::npos);
+  // Operations take none, from any origin.
+  preflight("https://app.example");
+  CHECK(decide("/status", http::verb::options).what == kind::forbidden);
+  CHECK(decide("/admin/breakers/a/reset", http::verb::options).what ==
+        kind::forbidden);
+  // A rebound name is refused before the origin is looked at.
+  headers.set(http::field::host, "rebind.evil.example");
+  CHECK(decide("/v1/chat/completions", http::verb::options).what ==
+        kind::forbidden);
+  // An OPTIONS that is no preflight goes to the router (405).
+  headers.set(http::field::host, "127.0.0.1:8080");
+  headers.erase(http::field::access_control_request_method);
+  headers.erase(http::field::origin);
+  CHECK(decide("/v1/chat/completions", http::verb::options).what ==
+        kind::allowed);
+}
+
+TEST_CASE_METHOD(fixture, "access: with client keys a key is the credential") {
+  // A keyed call from any origin or Host is served: the page had the key.
+  headers.set(http::field::host, "gateway.example.com");
+  headers.set(http::field::origin, "https://evil.example");
+  bearer("sk-alice");
+  auto v = decide("/v1/chat/completions");
+  CHECK(v.what == kind::allowed);
+  CHECK(v.key == &alice);
+  CHECK(v.allow_origin.empty()); // not listed: its page cannot read it
+  std::vector<std::string> origins{"*"};
+  ctx.allowed_origins = &origins;
+  CHECK(decide("/v1/chat/completions").allow_origin == "https://evil.example");
+  // Without the key it is a 401, as before; readable by an allowed
+  // origin's page (it shows why), not by another's.
+  headers.erase(http::field::authorization);
+  auto no_key = decide("/v1/chat/completions");
+  CHECK(no_key.what == kind::unauthorized);
+  CHECK(no_key.allow_origin == "https://evil.example");
+  origins = {"https://app.example"};
+  CHECK(decide("/v1/chat/completions").allow_origin.empty());
+  origins = {"*"};
+  // Preflights carry no key: "*" answers them when keys are configured.
+  headers.set(http::field::access_control_request_method, "POST");
+  auto pre = decide("/v1/chat/completions", http::verb::options);
+  CHECK(pre.what == kind::preflight);
+  CHECK(pre.allow_origin == "https://evil.example");
+}
+
+TEST_CASE_METHOD(keyless_node,
+                 "access: keyless operations refuse another site's page") {
+  headers.set(http::field::origin, "https://evil.example");
+  CHECK(decide("/status", http::verb::get).what == kind::forbidden);
+  CHECK(decide("/metrics", http::verb::get).why.find("auth.admin_key") !=
+        std::string::npos);
+  headers.set(http::field::origin, "http://127.0.0.1:8080");
+  CHECK(decide("/status", http::verb::get).what == kind::allowed);
+}
+
+TEST_CASE("access: CORS headers of an answer and of a preflight") {
+  http::fields res;
+  set_cors_headers(res, "https://app.example");
+  CHECK(res[http::field::access_control_allow_origin] == "https://app.example");
+  CHECK(res[http::field::vary] == "Origin");
+  http::fields req;
+  req.set(http::field::access_control_request_headers,
+          "x-stainless-os, openai-beta");
+  http::fields pre;
+  set_preflight_headers(pre, "https://app.example", req);
+  CHECK(pre[http::field::access_control_allow_origin] == "https://app.example");
+  CHECK(pre[http::field::access_control_allow_methods] == "GET, POST, OPTIONS");
+  auto allowed = std::string{pre[http::field::access_control_allow_headers]};
+  for (auto h : {"Authorization", "Content-Type", "X-Session-Id",
+                 "X-Request-Id", "x-stainless-os, openai-beta"})
+    CHECK(allowed.find(h) != std::string::npos);
+  CHECK(pre[http::field::access_control_max_age] == "600");
+  CHECK(std::string{pre[http::field::vary]}.rfind("Origin", 0) == 0);
+  // Asked-for names that are not plain tokens are not echoed.
+  req.set(http::field::access_control_request_headers, "x\r\ny");
+  http::fields odd;
+  set_preflight_headers(odd, "https://app.example", req);
+  CHECK(std::string{odd[http::field::access_control_allow_headers]} ==
+        cors_allowed_headers);
+}
+
+TEST_CASE_METHOD(fixture, "access: operations take the admin key only in "
+                          "Authorization") {
+  // Issue 30, finding 13: x-api-key / api-key carried it too.
+  headers.set("x-api-key", "sk-admin");
+  auto v = decide("/status", http::verb::get);
+  CHECK(v.what == kind::unauthorized);
+  CHECK(v.why.find("not as api-key or x-api-key") != std::string::npos);
+  headers.erase("x-api-key");
+  headers.set("api-key", "sk-admin");
+  CHECK(decide("/admin/breakers/a/reset").what == kind::unauthorized);
+  bearer("sk-admin"); // with Authorization, the other header is not read
+  CHECK(decide("/status", http::verb::get).what == kind::allowed);
+}
+
+TEST_CASE("access: known hosts and normal origins") {
+  std::vector<std::string> names{"gateway.internal"};
+  CHECK(is_known_host("gateway.internal", names));
+  CHECK(is_known_host("GATEWAY.internal:1", names));
+  CHECK(is_known_host("127.0.0.1:8080", names));
+  CHECK_FALSE(is_known_host("internal", names));
+  CHECK_FALSE(is_known_host("gateway.internal.", names));
+  CHECK_FALSE(is_known_host("[gateway.internal]", names));
+  CHECK_FALSE(is_known_host("gateway.internal", {}));
+  CHECK(normal_origin("http://127.0.0.1:8080") == "http://127.0.0.1:8080");
+  CHECK(normal_origin("HTTPS://App.Example:443") == "https://app.example");
+  CHECK(normal_origin("http://app.example:80") == "http://app.example");
+  CHECK(normal_origin("http://[::1]:8080") == "http://[::1]:8080");
+  CHECK(normal_origin("chrome-extension://abcdef") ==
+        "chrome-extension://abcdef");
+  for (auto bad : {"null", "", "http://", "http://a/", "http://a/p",
+                   "http://u@a", "http://a?q", "http://::1", "//a", "1http://a",
+                   "http://a:99999", "http://[::1"})
+    CHECK_FALSE(normal_origin(bad));
 }

@@ -123,3 +123,35 @@ TEST_CASE("router: model ids in a path are percent-decoded") {
   CHECK_FALSE(percent_decode("a%0Ab")); // a control character
   CHECK_FALSE(percent_decode("a%00"));
 }
+
+TEST_CASE("router: a top-level model or stream in another case is refused") {
+  // Issue 30 finding 3: a key limited to gpt-4o* sent {"model":"gpt-4o",
+  // "Model":"gpt-5"}; routing read "model", an upstream reading keys
+  // case-insensitively (Go's encoding/json) read the last match, gpt-5.
+  for (auto bad :
+       {R"({"model":"gpt-4o","Model":"gpt-5"})",
+        R"({"MODEL":"gpt-5","model":"gpt-4o"})", R"({"Model":"gpt-5"})",
+        R"({"mOdEl":"gpt-5"})", R"({"model":"m","stream":false,"Stream":true})",
+        R"({"STREAM":true})",
+        // U+017F (long s): Go's case folding takes it for 's'.
+        "{\"model\":\"m\",\"\xc5\xbftream\":true}",
+        // \u escapes are the same key once decoded.
+        R"({"model":"m","\u004dodel":"gpt-5"})"}) {
+    INFO(bad);
+    auto f = inspect_body(bad);
+    CHECK(f.error.find("in another case") != std::string::npos);
+    CHECK_FALSE(f.model);
+    CHECK_FALSE(f.stream);
+  }
+  auto named = inspect_body(R"({"model":"gpt-4o","Model":"gpt-5"})");
+  CHECK(named.error.rfind("\"Model\" is \"model\" in another case", 0) == 0);
+  // Only top-level keys route; nested ones and other keys pass.
+  for (auto ok : {R"({"model":"m","meta":{"Model":"x","STREAM":1}})",
+                  R"({"model":"m","models":["x"],"modell":1,"Streams":2})",
+                  R"({"model":"m","mode":"x","\u212aey":1})"}) {
+    INFO(ok);
+    auto f = inspect_body(ok);
+    CHECK(f.error.empty());
+    CHECK(f.model == "m");
+  }
+}
