@@ -239,7 +239,8 @@ TEST_CASE("connections: GET /v1/models is built once per config and key "
     CHECK(exchange(port, http::verb::get, "/v1/models").body == first.body);
   CHECK(built() == 1);
   std::vector<std::string> ids;
-  for (auto& m : first.doc()["data"])
+  auto doc = first.doc();
+  for (auto& m : doc["data"])
     ids.push_back(m["id"]);
   CHECK(ids == std::vector<std::string>{"m1", "m2"});
   // A reload changes the list; it is built once more.

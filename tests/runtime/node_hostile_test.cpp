@@ -626,9 +626,9 @@ TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
   // Idle clients alone no longer run the node out of descriptors (its
   // connection cap fits under the limit: node_connections_test), but calls
   // do: each holds its client's descriptor and one upstream. Under a hard
-  // limit of 128 (a cap of 64 clients), 64 calls an upstream holds need
-  // more descriptors than there are: upstream connects fail (those calls
-  // end), and so do accepts.
+  // limit of 128 (a cap of 64 clients), 64 calls an upstream holds (its
+  // AIMD limit out of the way) need more descriptors than there are:
+  // upstream connects fail (those calls end), and so do accepts.
   std::atomic<bool> release{false};
   script_upstream upstream{[&](script_upstream& up, tcp::socket& s, auto&&...) {
     while (!release)
@@ -640,7 +640,9 @@ TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
                            "[kinds.chat]\nmax_attempts = 1\ntimeout_s = 60\n"
                            "[sources.up]\ntype = \"http\"\nbase_url = \""
                         << upstream.url()
-                        << "\"\n[sources.up.breaker.outcomes]\n"
+                        << "\"\n[sources.up.aimd]\ninitial = 200\n"
+                           "max = 200\n"
+                           "[sources.up.breaker.outcomes]\n"
                            "transient = \"ignored\"\n"
                            "[routes.\"/v1/chat/completions\"]\n"
                            "sources = [\"up\"]\n";
