@@ -148,11 +148,15 @@ void admit(front_state& f, bool admin, tcp::socket socket) {
   auto limit = admin ? f.admin_cap : f.client_cap;
   // At the cap the slot is kept while the idle connection closes on its
   // loop (over the cap by the closes under way, each of an idle one).
-  if (slots.fetch_add(1) >= limit && !node::shed_idle(f, admin)) {
+  auto verdict = policy::admit_connection(slots.fetch_add(1), limit);
+  if (verdict == policy::admission::refuse ||
+      (verdict == policy::admission::shed_idle &&
+       !node::shed_idle(f, admin))) {
     --slots;
     ++f.counters.connections_refused;
     log_limited(full_log, spdlog::level::warn,
-                "closed a new connection: {} = {} are open, none idle",
+                "closed a new connection: {} = {} are open, none idle (or "
+                "closing)",
                 admin ? "node.admin_max_connections" : "the connection cap",
                 limit);
     boost::system::error_code ignored;

@@ -55,6 +55,30 @@ constexpr uint64_t connection_cap(uint64_t max_connections, uint64_t fd_limit,
   return max_connections < room ? max_connections : room;
 }
 
+/// Connections over the cap at most while the idle ones that make room for
+/// them close (on their own loops, a moment later): a burst of new
+/// connections beyond this is refused rather than served ahead of the
+/// closes, so the descriptors in use pass the cap by at most this much.
+constexpr uint64_t max_cap_overshoot = 16;
+
+/// What a new connection gets when `open` connections (the new one not
+/// counted, closes under way counted) hold its listener's `cap`.
+enum class admission {
+  /// Under the cap: served.
+  serve,
+  /// At the cap: served if an idle connection makes room, else refused.
+  shed_idle,
+  /// Too many closes under way: refused.
+  refuse,
+};
+
+constexpr admission admit_connection(uint64_t open, uint64_t cap) noexcept {
+  if (open < cap)
+    return admission::serve;
+  return open < cap + max_cap_overshoot ? admission::shed_idle
+                                        : admission::refuse;
+}
+
 /// The idle connections of one listener, least recently idle first: at the
 /// cap, a new connection closes the oldest of them (an idle keep-alive
 /// connection costs its client one reconnect; refusing the new one would

@@ -161,15 +161,26 @@ TEST_CASE("connections: with a low descriptor limit, idle clients beyond "
   // (the idle ones were cut only by the 60 s read timeout).
   auto r = exchange(port, http::verb::get, "/healthz");
   CHECK(r.status == 200);
-  auto st = exchange(port, http::verb::get, "/status").doc();
+  // The node accepts what waits in its backlogs meanwhile: until every
+  // client beyond the cap has made room (or, in a burst of more than
+  // max_cap_overshoot at once, was refused).
+  auto gone = [](const json& st) {
+    return st["refused"]["idle_connections_shed"].get<size_t>() +
+           st["refused"]["connections"].get<size_t>();
+  };
+  json st;
+  CHECK(eventually([&] {
+    st = exchange(port, http::verb::get, "/status").doc();
+    return st.is_object() && gone(st) >= 300 - cap;
+  }));
   REQUIRE(st.is_object());
   CHECK(st["limits"]["connection_cap"] == cap);
   CHECK(st["limits"]["fd_limit"] == 256);
   CHECK(st["limits"]["fds_open"].get<size_t>() < 256);
-  // Every client beyond the cap closed an older idle one.
-  CHECK(st["refused"]["idle_connections_shed"].get<size_t>() >= 300 - cap);
+  // Descriptors never ran out (the cap, and at most max_cap_overshoot
+  // closes under way, fit under the limit).
   CHECK(st["refused"]["accept_errors"] == 0);
-  // The clients beyond the cap each closed an older idle one (and the two
+  // The clients beyond the cap each closed an older idle one (and the
   // exchanges above one each, unless a slot was free again): the rest are
   // still open. (Which ones is the order the loops accepted them in.)
   auto closed = [&] {
@@ -179,7 +190,12 @@ TEST_CASE("connections: with a low descriptor limit, idle clients beyond "
     return n;
   };
   CHECK(eventually([&] { return closed() >= 300 - cap; }));
-  CHECK(closed() <= 300 - cap + 2);
+  // Each one closed was shed or refused (none timed out: that takes 60 s),
+  // and most made room rather than being refused.
+  st = exchange(port, http::verb::get, "/status").doc();
+  CHECK(closed() <= gone(st));
+  CHECK(st["refused"]["idle_connections_shed"].get<size_t>() >
+        st["refused"]["connections"].get<size_t>());
   node.signal(SIGTERM);
   CHECK(node.wait_exit() == 0);
 }
