@@ -503,10 +503,11 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                     admin != 0 ? " and " + std::to_string(admin) +
                                      " for the admin listener"
                                : std::string{});
-    else
-      logger().info("client connections capped at {} (node.max_connections; "
-                    "descriptor limit {})",
-                    impl_->client_cap, fd_limit);
+    else // as configured: /status `limits` says it (nothing on stdout
+         // before the "listening" line, which scripts read first)
+      logger().debug("client connections capped at {} (node.max_connections; "
+                     "descriptor limit {})",
+                     impl_->client_cap, fd_limit);
   }
   bind_main(*impl_, settings.listen_host, settings.listen_port);
   {
