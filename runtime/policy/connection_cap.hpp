@@ -59,7 +59,7 @@ constexpr uint64_t connection_cap(uint64_t max_connections, uint64_t fd_limit,
 /// them close (on their own loops, a moment later): a burst of new
 /// connections beyond this is refused rather than served ahead of the
 /// closes, so the descriptors in use pass the cap by at most this much.
-constexpr uint64_t max_cap_overshoot = 16;
+constexpr uint64_t max_cap_overshoot = 32;
 
 /// What a new connection gets when `open` connections (the new one not
 /// counted, closes under way counted) hold its listener's `cap`.
