@@ -24,6 +24,7 @@
 #include "child_process.hpp"
 #include "loopback_http.hpp"
 #include "node_fixture.hpp"
+#include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/policy/connection_cap.hpp"
 #include "sluice/runtime/policy/log_sampler.hpp"
@@ -315,4 +316,30 @@ TEST_CASE("connections: a flood of refused requests with 7 KB paths writes "
     CHECK(st["refused"]["access_log_lines_suppressed"] == suppressed);
   }
   std::remove(log_path.c_str());
+}
+
+TEST_CASE("connections: the admin listener's idle timeout and cap are read "
+          "from [node], and nonsense is refused naming the key",
+          "[node][connections][config]") {
+  auto cfg = parse_config("[node]\nadmin_idle_timeout_s = 0.5\n"
+                          "admin_max_connections = 8\n" +
+                              sim_routes,
+                          "admin.toml");
+  CHECK(cfg.node.admin_idle_timeout == std::chrono::milliseconds{500});
+  CHECK(cfg.node.admin_max_connections == 8);
+  node_settings defaults;
+  CHECK(defaults.admin_idle_timeout == std::chrono::seconds{5});
+  CHECK(defaults.admin_max_connections == 64);
+  for (auto [text, key] :
+       {std::pair{"admin_idle_timeout_s = 0", "admin_idle_timeout_s"},
+        std::pair{"admin_idle_timeout_s = -1", "admin_idle_timeout_s"},
+        std::pair{"admin_max_connections = 0", "admin_max_connections"}}) {
+    INFO(text);
+    try {
+      parse_config("[node]\n" + std::string{text} + "\n" + sim_routes, "x");
+      FAIL("accepted");
+    } catch (const config_error& e) {
+      CHECK(std::string{e.what()}.find(key) != std::string::npos);
+    }
+  }
 }
