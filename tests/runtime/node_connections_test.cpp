@@ -279,9 +279,8 @@ TEST_CASE("connections: a flood of refused requests with 7 KB paths writes "
   std::remove(log_path.c_str());
   constexpr int flood = 2000;
   {
-    node_under_test node{sim_routes, [&](file_config& c) {
-                           c.node.access_log = log_path;
-                         }};
+    node_under_test node{sim_routes,
+                         [&](file_config& c) { c.node.access_log = log_path; }};
     auto port = node.port();
     stream_client c{port};
     auto long_path = "/" + std::string(7000, 'x');
@@ -309,8 +308,8 @@ TEST_CASE("connections: a flood of refused requests with 7 KB paths writes "
     }
     // The 404s written: the burst and the rate over the flood's time; the
     // healthz line counts the rest.
-    CHECK(lines - 1 <= policy::refusal_lines_burst +
-                           seconds * policy::refusal_lines_per_s);
+    CHECK(lines - 1 <=
+          policy::refusal_lines_burst + seconds * policy::refusal_lines_per_s);
     CHECK(suppressed + static_cast<uint64_t>(lines - 1) == flood);
     auto st = exchange(port, http::verb::get, "/status").doc();
     CHECK(st["refused"]["access_log_lines_suppressed"] == suppressed);

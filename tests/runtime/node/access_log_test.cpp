@@ -21,8 +21,7 @@ using namespace sluice::node;
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return "/tmp/sluice-access-" + name + "-" + std::to_string(getpid()) +
-         ".log";
+  return "/tmp/sluice-access-" + name + "-" + std::to_string(getpid()) + ".log";
 }
 
 std::vector<std::string> lines_of(const std::string& path) {

@@ -57,7 +57,6 @@ TEST_CASE("at the cap a new connection sheds an idle one, unless too many "
   CHECK(admit_connection(0, 8) == admission::serve);
   CHECK(admit_connection(7, 8) == admission::serve);
   CHECK(admit_connection(8, 8) == admission::shed_idle);
-  CHECK(admit_connection(8 + max_cap_overshoot - 1, 8) ==
-        admission::shed_idle);
+  CHECK(admit_connection(8 + max_cap_overshoot - 1, 8) == admission::shed_idle);
   CHECK(admit_connection(8 + max_cap_overshoot, 8) == admission::refuse);
 }
