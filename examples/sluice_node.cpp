@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   signals.add(SIGUSR2);
   int stop_signal = 0;
   sluice::config_reloader* reloader = nullptr; // once the node runs
-  sluice::http_front* running_front = nullptr;  // once the node runs
+  sluice::http_front* running_front = nullptr; // once the node runs
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int sig) {
         if (ec)

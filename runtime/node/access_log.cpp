@@ -28,8 +28,7 @@ std::string utc_text(std::chrono::system_clock::time_point t) {
                      tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
 }
 
-json text_or_null(const std::string& s,
-                  size_t limit = max_logged_id_bytes) {
+json text_or_null(const std::string& s, size_t limit = max_logged_id_bytes) {
   return s.empty() ? json(nullptr) : json(cut_field(s, limit));
 }
 
@@ -37,8 +36,7 @@ bool continuation_byte(char c) {
   return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
 }
 
-std::shared_ptr<spdlog::logger>
-open_logger(const std::string& target) {
+std::shared_ptr<spdlog::logger> open_logger(const std::string& target) {
   std::shared_ptr<spdlog::sinks::sink> sink;
   if (target == "stdout") {
     sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
@@ -52,8 +50,8 @@ open_logger(const std::string& target) {
     }
   }
   // Not registered with spdlog: several fronts may live in one process.
-  auto logger = std::make_shared<spdlog::logger>("sluice.access",
-                                                 std::move(sink));
+  auto logger =
+      std::make_shared<spdlog::logger>("sluice.access", std::move(sink));
   logger->set_pattern("%v");
   logger->set_level(spdlog::level::info);
   logger->flush_on(spdlog::level::info);
@@ -106,7 +104,8 @@ std::string access_line(const access_record& r) {
 }
 
 access_log::access_log(const std::string& target)
-    : target_(target), sampler_(steady::now()) {
+    : target_(target)
+    , sampler_(steady::now()) {
   if (target == "off")
     return;
   logger_ = open_logger(target);
@@ -119,8 +118,9 @@ access_log::~access_log() {
   if (!logger || sampler_.suppressed() == 0)
     return;
   try {
-    logger->info(json_text({{"time", utc_text(std::chrono::system_clock::now())},
-                            {"suppressed", sampler_.take_suppressed()}}));
+    logger->info(
+        json_text({{"time", utc_text(std::chrono::system_clock::now())},
+                   {"suppressed", sampler_.take_suppressed()}}));
   } catch (...) {
     // nothing more to do about it
   }

@@ -73,11 +73,11 @@ struct access_record {
 
 /// The JSON line of `r` (no newline): `time` (UTC, ISO 8601 with ms),
 /// `request_id`, `method`, `path`, `model`, `key`, `status`, `error`,
-/// `source`, `attempts`, `hedged`, `won_attempt` (null: none), `total_ms`, `upstream_ms`, `overhead_us` (total
-/// minus upstream: the node's own time, admission waits and backoff
-/// included), and `suppressed` when lines were left out before it. Empty
-/// strings are null. Invalid UTF-8 is replaced; each text field is cut to
-/// its limit above (`cut_field`).
+/// `source`, `attempts`, `hedged`, `won_attempt` (null: none), `total_ms`,
+/// `upstream_ms`, `overhead_us` (total minus upstream: the node's own time,
+/// admission waits and backoff included), and `suppressed` when lines were left
+/// out before it. Empty strings are null. Invalid UTF-8 is replaced; each text
+/// field is cut to its limit above (`cut_field`).
 std::string access_line(const access_record& r);
 
 /// The log itself.

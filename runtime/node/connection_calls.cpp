@@ -27,7 +27,8 @@ void connection::list_models(const std::string& id) {
     auto version = rt.routes_version();
     auto list = front_.model_lists.get(
         version, model_filter_of(key_), [&rt, key = key_, &f = front_] {
-          return json_text(*models_answer(rt.models(), key, "", f.started_unix));
+          return json_text(
+              *models_answer(rt.models(), key, "", f.started_unix));
         });
     return write(make_response(200, *list, keep_, version_));
   }

@@ -52,9 +52,8 @@ public:
   /// The body for `version` and `filter`, built by `build()` on a miss.
   /// The build runs under the cache's lock: callers asking for a list
   /// being built wait for it rather than build it again.
-  std::shared_ptr<const std::string> get(uint64_t version,
-                                         const std::string& filter,
-                                         const builder& build);
+  std::shared_ptr<const std::string>
+  get(uint64_t version, const std::string& filter, const builder& build);
 
   /// Lists built so far (misses).
   uint64_t builds() const noexcept { return builds_; }

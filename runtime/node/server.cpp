@@ -150,8 +150,7 @@ void admit(front_state& f, bool admin, tcp::socket socket) {
   // loop (over the cap by the closes under way, each of an idle one).
   auto verdict = policy::admit_connection(slots.fetch_add(1), limit);
   if (verdict == policy::admission::refuse ||
-      (verdict == policy::admission::shed_idle &&
-       !node::shed_idle(f, admin))) {
+      (verdict == policy::admission::shed_idle && !node::shed_idle(f, admin))) {
     --slots;
     ++f.counters.connections_refused;
     log_limited(full_log, spdlog::level::warn,
