@@ -201,8 +201,8 @@ int main(int argc, char** argv) {
 
   // Signals are taken on main's own io_context, before any other thread
   // exists: SIGINT/SIGTERM drain; SIGHUP reloads the config file (on this
-  // thread, never an event loop's); SIGUSR1 and SIGUSR2 are logged and
-  // never kill the node.
+  // thread, never an event loop's); SIGUSR1 reopens the access log file
+  // (log rotation); SIGUSR2 is logged; none of these kills the node.
   boost::asio::io_context signals_io;
   boost::asio::signal_set signals{signals_io, SIGINT, SIGTERM};
   signals.add(SIGHUP);
@@ -210,6 +210,7 @@ int main(int argc, char** argv) {
   signals.add(SIGUSR2);
   int stop_signal = 0;
   sluice::config_reloader* reloader = nullptr; // once the node runs
+  sluice::http_front* running_front = nullptr; // once the node runs
   std::function<void(const boost::system::error_code&, int)> on_signal =
       [&](const boost::system::error_code& ec, int sig) {
         if (ec)
@@ -222,6 +223,8 @@ int main(int argc, char** argv) {
         try {
           if (sig == SIGHUP && reloader != nullptr)
             reloader->reload("SIGHUP"); // logs what it did or why not
+          else if (sig == SIGUSR1 && running_front != nullptr)
+            running_front->reopen_access_log(); // logs what it did
           else
             sluice::logger().info("signal {} received; ignored", sig);
         } catch (...) { // nothing escapes the handler
@@ -253,6 +256,7 @@ int main(int argc, char** argv) {
               s.line);
     });
     reloader = &config_reload;
+    running_front = &front;
     auto address = printable(cfg.node.listen_host, front.port());
     auto* loops = sluice::loop_scheduler::of(sys);
     fmt::print("sluice-node listening on http://{} ({} config; {})\n",
@@ -287,6 +291,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     signals_io.run();
     reloader = nullptr;
+    running_front = nullptr;
     fmt::print("sluice-node: {}: stopping; letting {} call(s) finish\n",
                stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
                front.in_flight());

@@ -99,6 +99,15 @@ struct node_settings {
   /// key (needs `auth.keys`). Its line, for that check.
   std::vector<std::string> allowed_origins;
   int allowed_origins_line = 0;
+  /// `node.admin_max_connections`: connections open at once on the admin
+  /// listener (not counted in `max_connections`: a client flood cannot lock
+  /// the operator out); at the cap the longest idle one makes room.
+  uint32_t admin_max_connections = 64;
+  /// `node.admin_idle_timeout_s`: how long an admin connection may wait
+  /// for (or send) a request, shorter than the main listener's 60 s: an
+  /// operator's tool asks at once, and idle clients must not hold the
+  /// admin listener's few slots.
+  duration admin_idle_timeout = std::chrono::seconds{5};
   /// `node.access_log`: one JSON line per request to "stdout", to a file
   /// (a path), or "off".
   std::string access_log = "stdout";

@@ -53,6 +53,21 @@ public:
   /// Calls in flight right now.
   size_t in_flight() const noexcept;
 
+  /// Connections open now (both listeners), and of those the ones waiting
+  /// for a request (at its listener's cap, the oldest of them is closed to
+  /// serve a new one).
+  size_t open_connections() const noexcept;
+  size_t idle_connections() const noexcept;
+
+  /// Client connections served at once: `node.max_connections`, lowered
+  /// to fit under the descriptor limit (`policy::connection_cap`).
+  size_t connection_cap() const noexcept;
+
+  /// SIGUSR1: the access log file is opened again by its path (after a
+  /// rename, lines go to a new file). False if it could not be (the old
+  /// file is kept).
+  bool reopen_access_log() noexcept;
+
   /// Graceful stop: no new connections, then wait for in-flight calls up to
   /// `grace`, then close everything. Returns the calls still in flight when
   /// it gave up (0 if all finished).

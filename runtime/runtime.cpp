@@ -514,6 +514,7 @@ void runtime::add_route(route_config r) {
   ejections_->with([&](policy::ejection_ledger& l) { add_limits(l, r); });
   routes_.emplace(r.name, std::move(entry));
   route_order_.push_back(r.name);
+  routes_version_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void runtime::update(const update_plan& plan,
@@ -676,6 +677,7 @@ void runtime::update(const update_plan& plan,
   route_order_.clear();
   for (auto& r : plan.routes)
     route_order_.push_back(r.name);
+  routes_version_.fetch_add(1, std::memory_order_acq_rel);
   cfg_.kinds = plan.kinds;
   // Forget retired sources no call holds any more.
   retired_.erase(std::remove_if(retired_.begin(), retired_.end(),

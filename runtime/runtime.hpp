@@ -230,6 +230,13 @@ public:
   /// once, in the order the routes were added.
   std::vector<std::string> models() const;
 
+  /// Changes whenever the route table does (a route added, a reload
+  /// applied): what a cache of anything built from the routes, such as
+  /// the node's `/v1/models` bodies, is keyed by.
+  uint64_t routes_version() const noexcept {
+    return routes_version_.load(std::memory_order_acquire);
+  }
+
   /// Starts a call; `done` runs once, on an actor thread, with the result
   /// (`call_status::cancelled` if the call was cancelled). Throws
   /// `std::invalid_argument` for an unknown route, or a model the route
@@ -461,6 +468,8 @@ private:
   std::mutex update_mx_;
   /// Route names in the order they were added.
   std::vector<std::string> route_order_;
+  /// Bumped (under `mx_`, after the change) by every change of the routes.
+  std::atomic<uint64_t> routes_version_{1};
   mutable std::mutex sessions_mx_;
   policy::session_cache<tier_handle> sessions_{session_idle_ttl,
                                                max_kept_sessions};

@@ -148,6 +148,16 @@ void read_node(table_reader& r, node_settings& n) {
     }
   }
   read_browser_access(r, n);
+  if (auto x = r.integer("admin_max_connections")) {
+    if (*x < 1 || *x > 10000)
+      r.fail("admin_max_connections", "must be in [1, 10000]");
+    n.admin_max_connections = static_cast<uint32_t>(*x);
+  }
+  if (auto x = r.span("admin_idle_timeout_s", 1.0)) {
+    if (*x <= duration::zero() || *x > std::chrono::hours{1})
+      r.fail("admin_idle_timeout_s", "must be in (0, 3600]");
+    n.admin_idle_timeout = *x;
+  }
   if (auto x = r.string("access_log")) {
     if (x->empty())
       r.fail("access_log", "must be \"stdout\", \"off\" or a file path");

@@ -28,8 +28,34 @@ std::string utc_text(std::chrono::system_clock::time_point t) {
                      tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
 }
 
-json text_or_null(const std::string& s) {
-  return s.empty() ? json(nullptr) : json(s);
+json text_or_null(const std::string& s, size_t limit = max_logged_id_bytes) {
+  return s.empty() ? json(nullptr) : json(cut_field(s, limit));
+}
+
+bool continuation_byte(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
+
+std::shared_ptr<spdlog::logger> open_logger(const std::string& target) {
+  std::shared_ptr<spdlog::sinks::sink> sink;
+  if (target == "stdout") {
+    sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+  } else {
+    try {
+      // spdlog opens the file "ab" (O_APPEND): see `access_log::reopen`.
+      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(target);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("cannot open the access log '" + target +
+                               "': " + e.what());
+    }
+  }
+  // Not registered with spdlog: several fronts may live in one process.
+  auto logger =
+      std::make_shared<spdlog::logger>("sluice.access", std::move(sink));
+  logger->set_pattern("%v");
+  logger->set_level(spdlog::level::info);
+  logger->flush_on(spdlog::level::info);
+  return logger;
 }
 
 double ms_of(duration d) {
@@ -38,58 +64,107 @@ double ms_of(duration d) {
 
 } // namespace
 
+std::string cut_field(std::string_view text, size_t limit) {
+  if (text.size() <= limit)
+    return std::string{text};
+  auto keep = limit;
+  // Back to the start of the sequence the limit falls in (at most 3
+  // continuation bytes): no half character before the mark.
+  for (int i = 0; i < 3 && keep > 0 && continuation_byte(text[keep]); ++i)
+    --keep;
+  if (continuation_byte(text[keep]))
+    keep = limit; // not UTF-8 there anyway: the JSON writer replaces it
+  return std::string{text.substr(0, keep)} + "\u2026[cut " +
+         std::to_string(text.size() - keep) + " bytes]";
+}
+
 std::string access_line(const access_record& r) {
   auto overhead = std::max(r.total - r.upstream, duration::zero());
-  return json_text(
-      {{"time", utc_text(r.time)},
-       {"request_id", text_or_null(r.request_id)},
-       {"method", r.method},
-       {"path", r.path},
-       {"model", text_or_null(r.model)},
-       {"key", text_or_null(r.key)},
-       {"status", r.status},
-       {"error", text_or_null(r.error)},
-       {"source", text_or_null(r.source)},
-       {"attempts", r.attempts},
-       {"hedged", r.hedged},
-       {"won_attempt", r.won_attempt == 0 ? json(nullptr) : json(r.won_attempt)},
-       {"total_ms", std::round(ms_of(r.total) * 1000) / 1000},
-       {"upstream_ms", std::round(ms_of(r.upstream) * 1000) / 1000},
-       {"overhead_us",
-        std::chrono::duration_cast<std::chrono::microseconds>(overhead)
-            .count()}});
+  json line{
+      {"time", utc_text(r.time)},
+      {"request_id", text_or_null(r.request_id)},
+      {"method", cut_field(r.method, max_logged_method_bytes)},
+      {"path", cut_field(r.path, max_logged_path_bytes)},
+      {"model", text_or_null(r.model)},
+      {"key", text_or_null(r.key)},
+      {"status", r.status},
+      {"error", text_or_null(r.error)},
+      {"source", text_or_null(r.source)},
+      {"attempts", r.attempts},
+      {"hedged", r.hedged},
+      {"won_attempt", r.won_attempt == 0 ? json(nullptr) : json(r.won_attempt)},
+      {"total_ms", std::round(ms_of(r.total) * 1000) / 1000},
+      {"upstream_ms", std::round(ms_of(r.upstream) * 1000) / 1000},
+      {"overhead_us",
+       std::chrono::duration_cast<std::chrono::microseconds>(overhead)
+           .count()}};
+  if (r.suppressed > 0)
+    line["suppressed"] = r.suppressed;
+  return json_text(line);
 }
 
-access_log::access_log(const std::string& target) {
+access_log::access_log(const std::string& target)
+    : target_(target)
+    , sampler_(steady::now()) {
   if (target == "off")
     return;
-  std::shared_ptr<spdlog::sinks::sink> sink;
-  if (target == "stdout") {
-    sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
-  } else {
-    try {
-      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(target);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("cannot open the access log '" + target +
-                               "': " + e.what());
-    }
-  }
-  // Not registered with spdlog: several fronts may live in one process.
-  logger_ = std::make_shared<spdlog::logger>("sluice.access", std::move(sink));
-  logger_->set_pattern("%v");
-  logger_->set_level(spdlog::level::info);
-  logger_->flush_on(spdlog::level::info);
+  logger_ = open_logger(target);
+  enabled_ = true;
 }
 
-access_log::~access_log() = default;
-
-void access_log::write(const access_record& r) noexcept {
-  if (!logger_)
+access_log::~access_log() {
+  // The count of a flood's last lines left out, which no later line carries.
+  auto logger = std::atomic_load(&logger_);
+  if (!logger || sampler_.suppressed() == 0)
     return;
   try {
-    logger_->info(access_line(r));
+    logger->info(
+        json_text({{"time", utc_text(std::chrono::system_clock::now())},
+                   {"suppressed", sampler_.take_suppressed()}}));
+  } catch (...) {
+    // nothing more to do about it
+  }
+}
+
+void access_log::write(const access_record& r) noexcept {
+  auto logger = std::atomic_load(&logger_);
+  if (!logger)
+    return;
+  try {
+    uint64_t left_out = 0;
+    {
+      std::lock_guard<std::mutex> guard{sampler_mx_};
+      if (!sampler_.admit(r.status, !r.key.empty(), steady::now())) {
+        ++suppressed_total_;
+        return;
+      }
+      left_out = sampler_.take_suppressed();
+    }
+    if (left_out == 0)
+      return logger->info(access_line(r));
+    auto counted = r;
+    counted.suppressed = left_out;
+    logger->info(access_line(counted));
   } catch (...) {
     // A line that cannot be made (no memory) is lost, not the request.
+  }
+}
+
+bool access_log::reopen() noexcept {
+  if (!enabled_ || target_ == "stdout")
+    return true;
+  try {
+    auto fresh = open_logger(target_);
+    std::atomic_store(&logger_, std::move(fresh));
+    logger().info("access log {} reopened", target_);
+    return true;
+  } catch (const std::exception& e) {
+    try {
+      logger().error("{}; writing on to the file it had open", e.what());
+    } catch (...) {
+      // nothing more to do about it
+    }
+    return false;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -76,6 +77,7 @@ connection::~connection() {
   {
     std::lock_guard<std::mutex> guard{front_.connections_mx};
     front_.connections.erase(id_);
+    (admin_ ? front_.idle_admins : front_.idle_clients).busy(id_);
   }
   if (admin_)
     --front_.admin_connections;
@@ -134,7 +136,54 @@ void connection::do_read() {
   parser_.emplace();
   parser_->header_limit(max_header_bytes);
   parser_->body_limit(front_.settings.max_body_bytes);
-  stream_.expires_after(read_timeout);
+  if (buffer_.size() == 0)
+    return wait_for_request();
+  read_header(); // pipelined: the next request is here already
+}
+
+// Its first bytes are read apart from the header: until they come the
+// connection is idle, and at the cap the oldest idle one makes room.
+void connection::wait_for_request() {
+  set_idle(true);
+  stream_.expires_after(request_timeout());
+  // As Beast's own reads: what the buffer has room for, at least 512
+  // bytes (an idle connection keeps no 64 KiB buffer).
+  stream_.async_read_some(
+      buffer_.prepare(beast::read_size(buffer_, read_buffer_bytes)),
+      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+        self->guarded("waiting for a request", [&] {
+          self->set_idle(false);
+          if (self->closed_)
+            return; // shed meanwhile
+          self->buffer_.commit(n);
+          if (ec)
+            return self->on_read_error(ec);
+          self->request_started_ = std::chrono::steady_clock::now();
+          self->read_header();
+        });
+      });
+}
+
+void connection::set_idle(bool idle) {
+  if (idle_ == idle)
+    return;
+  idle_ = idle;
+  std::lock_guard<std::mutex> guard{front_.connections_mx};
+  auto& order = admin_ ? front_.idle_admins : front_.idle_clients;
+  if (idle)
+    order.idle(id_);
+  else
+    order.busy(id_);
+}
+
+std::chrono::steady_clock::duration connection::request_timeout() const {
+  if (admin_)
+    return front_.settings.admin_idle_timeout;
+  return read_timeout;
+}
+
+void connection::read_header() {
+  stream_.expires_after(request_timeout());
   // Read the header first: its framing is checked (and `100 Continue`
   // sent) before any of the body is read.
   http::async_read_header(
@@ -200,7 +249,7 @@ void connection::begin_request() {
   rec_.method.assign(method.data(), std::min<size_t>(method.size(), 32));
   auto target = req.target();
   auto path = request_path({target.data(), target.size()});
-  rec_.path = path ? echo_text(*path) : "?";
+  rec_.path = path ? std::string{*path} : "?"; // cut by the access log
   auto id = req.find("X-Request-Id");
   if (id != req.end() && req.count("X-Request-Id") == 1 &&
       valid_request_id({id->value().data(), id->value().size()}))
@@ -370,7 +419,7 @@ void connection::refuse_unauthorized(const std::string& why) {
   rec_.error = to_string(errc::unauthorized);
   log_limited(refused_log, spdlog::level::info,
               "refused a request from {} to {}: {} (invalid_api_key)", peer_,
-              rec_.path, why);
+              echo_text(rec_.path), why);
   auto res = error_response(errc::unauthorized, why, false, version_);
   // A browser opening the dashboard prompts for the admin key, then sends
   // it with the page's own requests.
@@ -522,6 +571,44 @@ void connection::shut() {
       self->call_.cancel(); // the governor ends; permits come back
     beast::error_code ignored;
     self->stream_.socket().close(ignored);
+  });
+}
+
+bool shed_idle(front_state& front, bool admin) {
+  for (;;) {
+    std::shared_ptr<connection> c;
+    {
+      std::lock_guard<std::mutex> guard{front.connections_mx};
+      auto id = (admin ? front.idle_admins : front.idle_clients).take_oldest();
+      if (!id)
+        return false;
+      auto i = front.connections.find(*id);
+      if (i != front.connections.end())
+        c = i->second.conn.lock();
+    }
+    if (c) {
+      c->shed();
+      return true;
+    }
+  }
+}
+
+// NOTE: the connection that makes room was idle when it was chosen; if its
+// request began before this runs on its loop, the next oldest goes instead,
+// and with none left the listener holds one connection over its cap until
+// one closes (the descriptor reserve covers it).
+void connection::shed() {
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    self->guarded("shedding an idle connection", [&] {
+      if (!self->idle_ || self->closed_) {
+        shed_idle(self->front_, self->admin_);
+        return;
+      }
+      ++self->front_.counters.connections_shed;
+      self->closed_ = true;
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored); // its read ends, aborted
+    });
   });
 }
 

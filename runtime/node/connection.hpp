@@ -52,6 +52,11 @@ constexpr size_t read_buffer_bytes = 64 * 1024;
 constexpr size_t linger_bytes = 1 << 20;
 constexpr auto linger_time = std::chrono::seconds{2};
 
+/// At `admin`'s listener's cap, from any thread: closes the connection
+/// that has waited longest for a request (on its loop), so a new one can
+/// be served. False when none is idle (the new one is refused).
+bool shed_idle(front_state& front, bool admin);
+
 class connection : public std::enable_shared_from_this<connection> {
 public:
   /// `admin`: accepted on `node.admin_listen` (serves operations only).
@@ -73,12 +78,24 @@ public:
   /// connection's loop; its handlers end (aborted) and the connection goes.
   void shut();
 
+  /// From any thread (`shed_idle`): closes the connection on its loop if it
+  /// is still waiting for a request; else sheds the next oldest idle one.
+  void shed();
+
 private:
   using request_parser =
       boost::beast::http::request_parser<boost::beast::http::string_body>;
 
   // -- reading (connection.cpp) -----------------------------------------
   void do_read();
+  /// Between requests, nothing of the next one read: the connection is
+  /// idle (sheddable) until its first bytes come.
+  void wait_for_request();
+  void read_header();
+  /// Enters or leaves its listener's idle order.
+  void set_idle(bool idle);
+  /// How long a request (or the wait for one) may take on this listener.
+  std::chrono::steady_clock::duration request_timeout() const;
   void on_header(boost::system::error_code ec);
   void read_body();
   void on_body(boost::system::error_code ec);
@@ -207,6 +224,9 @@ private:
   bool cut_off_ = false;
   /// Accepted on the admin listener.
   bool admin_ = false;
+  /// Waiting for a request, nothing of it read (in its listener's idle
+  /// order, or just taken out of it to be shed).
+  bool idle_ = false;
   /// The key set the request was checked against (a reload may swap the
   /// front's while it runs), and in it the request's client key (null:
   /// anonymous).

@@ -22,6 +22,20 @@ void connection::list_models(const std::string& id) {
   if (key_)
     if (auto wait = key_->take(std::chrono::steady_clock::now()))
       return refuse_rate_limited(*wait);
+  if (id.empty()) {
+    // The list from the cache (built once per routes version and filter).
+    // NOTE: the version is read before the models: a list built across a
+    // reload is filed under the older version, and the next request, which
+    // reads the newer one, builds it again.
+    auto& rt = front_.rt;
+    auto version = rt.routes_version();
+    auto list = front_.model_lists.get(
+        version, model_filter_of(key_), [&rt, key = key_, &f = front_] {
+          return json_text(
+              *models_answer(rt.models(), key, "", f.started_unix));
+        });
+    return write(make_response(200, *list, keep_, version_));
+  }
   auto body = models_answer(front_.rt.models(), key_, id, front_.started_unix);
   if (!body)
     return refuse_model(id);

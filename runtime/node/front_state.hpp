@@ -29,6 +29,8 @@
 #include "sluice/runtime/node/client_keys.hpp"
 #include "sluice/runtime/node/event_hub.hpp"
 #include "sluice/runtime/node/metrics.hpp"
+#include "sluice/runtime/node/model_list.hpp"
+#include "sluice/runtime/policy/connection_cap.hpp"
 #include "sluice/runtime/runtime.hpp"
 
 namespace sluice::node {
@@ -45,6 +47,8 @@ struct front_counters {
   std::atomic<uint64_t> requests_refused{0};
   /// Stream clients dropped (gone, too slow, write timed out).
   std::atomic<uint64_t> clients_dropped{0};
+  /// Idle connections closed to make room for a new one at the cap.
+  std::atomic<uint64_t> connections_shed{0};
   /// Exceptions caught in a handler (the connection was closed).
   std::atomic<uint64_t> handler_errors{0};
   /// On shared loops: results and chunks handed to a connection from
@@ -151,6 +155,8 @@ struct front_state {
   std::thread reload_thread;
   bool reloads_closed = false;
   access_log access;
+  /// `GET /v1/models` bodies, per routes version and key filter.
+  model_list_cache model_lists;
   /// The main listener is bound to a loopback address.
   bool main_loopback = true;
   node_metrics metrics;
@@ -172,6 +178,18 @@ struct front_state {
   };
   std::mutex connections_mx;
   std::map<uint64_t, connection_entry> connections;
+  /// Of those, the ones waiting for a request, oldest first, per listener:
+  /// at its cap a new connection closes the oldest (`shed_idle`). Under
+  /// `connections_mx` too: connections of every loop come and go in them.
+  policy::idle_order<uint64_t> idle_clients;
+  policy::idle_order<uint64_t> idle_admins;
+  /// Client connections served at once (`policy::connection_cap`: the
+  /// configured `max_connections` under the descriptor limit), and the
+  /// admin listener's; set before the first accept.
+  size_t client_cap = settings.max_connections;
+  size_t admin_cap = settings.admin_max_connections;
+  /// What the descriptor limit keeps back from client connections.
+  uint64_t fd_reserve = 0;
 
   std::shared_ptr<post_gate> gate = std::make_shared<post_gate>();
 

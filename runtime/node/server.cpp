@@ -41,10 +41,6 @@ using node::front_state;
 /// the backlog and the next accept fails the same way).
 constexpr auto accept_backoff_time = std::chrono::milliseconds{100};
 
-/// Connections open at once on `node.admin_listen` (not counted in
-/// `node.max_connections`: a client flood cannot lock the operator out).
-constexpr size_t max_admin_connections = 64;
-
 /// After the grace period: how long the 503s to cut-off calls may take to
 /// be written before the I/O threads stop.
 constexpr auto cutoff_flush_time = std::chrono::seconds{1};
@@ -141,21 +137,27 @@ size_t loop_of(front_state& f, tcp::socket& socket) {
   return 0;
 }
 
-/// A new connection: served, or closed at once when its listener's limit
-/// is reached.
+/// A new connection: served (at its listener's cap, once the longest idle
+/// connection makes room), or closed at once when the cap is reached and
+/// no connection is idle.
 void admit(front_state& f, bool admin, tcp::socket socket) {
   // The slot is reserved before the connection exists: listeners on
   // several loops admit at once, and a check of the count followed by the
   // connection's own increment would let each of them pass at the limit.
   auto& slots = admin ? f.admin_connections : f.client_connections;
-  auto limit = admin ? max_admin_connections : f.settings.max_connections;
-  if (slots.fetch_add(1) >= limit) {
+  auto limit = admin ? f.admin_cap : f.client_cap;
+  // At the cap the slot is kept while the idle connection closes on its
+  // loop (over the cap by the closes under way, each of an idle one).
+  auto verdict = policy::admit_connection(slots.fetch_add(1), limit);
+  if (verdict == policy::admission::refuse ||
+      (verdict == policy::admission::shed_idle && !node::shed_idle(f, admin))) {
     --slots;
     ++f.counters.connections_refused;
     log_limited(full_log, spdlog::level::warn,
-                "closed a new connection: {} = {} are open",
-                admin ? "the admin listener's limit" : "node.max_connections",
-                admin ? max_admin_connections : f.settings.max_connections);
+                "closed a new connection: {} = {} are open, none idle (or "
+                "closing)",
+                admin ? "node.admin_max_connections" : "the connection cap",
+                limit);
     boost::system::error_code ignored;
     socket.close(ignored);
     return;
@@ -481,13 +483,31 @@ void bind_main(front_state& f, const std::string& host, uint16_t port) {
 http_front::http_front(runtime& rt, const node_settings& settings,
                        size_t threads)
     : impl_(std::make_unique<impl>(rt, settings)) {
-  auto fd_limit = node::raise_fd_limit();
-  if (fd_limit != 0 && fd_limit < settings.max_connections + 64)
-    logger().warn("the file descriptor limit ({}) is below "
-                  "node.max_connections ({}) plus what the node needs "
-                  "itself; new connections will be refused when "
-                  "descriptors run out",
-                  fd_limit, settings.max_connections);
+  {
+    // Client connections fit under the descriptor limit with what the
+    // node needs beside them: idle ones cannot take every descriptor.
+    auto fd_limit = node::raise_fd_limit();
+    auto admin = settings.admin_listen ? settings.admin_max_connections : 0;
+    impl_->admin_cap = settings.admin_max_connections;
+    impl_->client_cap = static_cast<size_t>(
+        policy::connection_cap(settings.max_connections, fd_limit, admin));
+    impl_->fd_reserve = fd_limit != 0 ? policy::fd_reserve(fd_limit) : 0;
+    if (impl_->client_cap < settings.max_connections)
+      logger().warn("client connections capped at {} (node.max_connections "
+                    "{}): the descriptor limit is {}, of which {} are kept "
+                    "for the node itself{}; raise it (ulimit -n) to serve "
+                    "more",
+                    impl_->client_cap, settings.max_connections, fd_limit,
+                    impl_->fd_reserve,
+                    admin != 0 ? " and " + std::to_string(admin) +
+                                     " for the admin listener"
+                               : std::string{});
+    else // as configured: /status `limits` says it (nothing on stdout
+         // before the "listening" line, which scripts read first)
+      logger().debug("client connections capped at {} (node.max_connections; "
+                     "descriptor limit {})",
+                     impl_->client_cap, fd_limit);
+  }
   bind_main(*impl_, settings.listen_host, settings.listen_port);
   {
     boost::system::error_code ec;
@@ -595,6 +615,25 @@ uint16_t http_front::admin_port() const noexcept {
 
 size_t http_front::in_flight() const noexcept {
   return impl_ ? impl_->in_flight.load() : 0;
+}
+
+size_t http_front::open_connections() const noexcept {
+  return impl_ ? impl_->open_connections.load() : 0;
+}
+
+size_t http_front::idle_connections() const noexcept {
+  if (!impl_)
+    return 0;
+  std::lock_guard<std::mutex> guard{impl_->connections_mx};
+  return impl_->idle_clients.size() + impl_->idle_admins.size();
+}
+
+size_t http_front::connection_cap() const noexcept {
+  return impl_ ? impl_->client_cap : 0;
+}
+
+bool http_front::reopen_access_log() noexcept {
+  return impl_ ? impl_->access.reopen() : true;
 }
 
 size_t http_front::shutdown(duration grace) {

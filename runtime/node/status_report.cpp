@@ -271,15 +271,23 @@ json status_json(front_state& front, json scopes) {
            {{"fd_limit", fds.limit},
             {"fds_open", fds.open},
             {"max_connections", front.settings.max_connections},
+            {"connection_cap", front.client_cap},
+            {"fd_reserve", front.fd_reserve},
+            {"admin_max_connections", front.admin_cap},
             {"event_subscribers", front.events.size()},
             {"max_event_subscribers", front.events.max_subscribers()},
             {"sessions_kept", front.rt.kept_session_count()}}},
           {"refused",
            {{"connections", k.connections_refused.load()},
             {"accept_errors", k.accept_errors.load()},
+            {"idle_connections_shed", k.connections_shed.load()},
+            {"access_log_lines_suppressed", front.access.suppressed_total()},
             {"requests", k.requests_refused.load()},
             {"stream_clients_dropped", k.clients_dropped.load()},
             {"handler_errors", k.handler_errors.load()}}},
+          {"model_lists",
+           {{"built", front.model_lists.builds()},
+            {"kept", front.model_lists.size()}}},
           {"loops", loops_status(front)}};
 }
 

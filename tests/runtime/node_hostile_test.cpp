@@ -503,16 +503,28 @@ TEST_CASE("hostile: beyond node.max_connections new connections are closed at "
     return not_found(up, s);
   },
                     config};
-  // 40 allowed: 39 idle ones, then a 40th that is answered (accepted after
-  // the 39, which connected before it: each loop's listener accepts at
-  // once). No /status probe while full: it would be the 41st.
+  // 40 allowed: 39 mid-request ones (an idle one would make room for a
+  // new connection: node_connections_test), then a 40th that is answered
+  // (accepted after the 39, which connected before it: each loop's
+  // listener accepts at once). No /status probe while full: it would be
+  // the 41st.
   std::vector<std::unique_ptr<stream_client>> idle;
-  for (int i = 0; i < 39; ++i)
+  for (int i = 0; i < 39; ++i) {
     idle.push_back(std::make_unique<stream_client>(node.port()));
+    net::write(idle.back()->stream.socket(),
+               net::buffer(std::string{"GET /healthz HTTP/1.1\r\n"}));
+  }
   stream_client last{node.port()};
   last.send(http::verb::get, "/healthz");
   REQUIRE(last.read_until("{\"status\":\"ok\"}"));
-  // Full now: a 41st is closed without an answer.
+  // `last` is idle again now: once its next request has begun, none is.
+  net::write(last.stream.socket(),
+             net::buffer(std::string{"GET /healthz HTTP/1.1\r\n"}));
+  REQUIRE(eventually([&] {
+    return node.front->open_connections() == 40 &&
+           node.front->idle_connections() == 0;
+  }));
+  // Full now, none idle: a 41st is closed without an answer.
   stream_client refused{node.port()};
   try {
     refused.send(http::verb::get, "/healthz");
@@ -613,25 +625,53 @@ double cpu_seconds(pid_t pid) {
 TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
           "spinning and serves again when they come back",
           "[node][hostile]") {
-  // sluice-node on its default config with a hard limit of 128 descriptors.
+  // Idle clients alone no longer run the node out of descriptors (its
+  // connection cap fits under the limit: node_connections_test), but calls
+  // do: each holds its client's descriptor and one upstream. Under a hard
+  // limit of 128 (a cap of 64 clients), 64 calls an upstream holds (its
+  // AIMD limit out of the way) need more descriptors than there are:
+  // upstream connects fail (those calls end), and so do accepts.
+  std::atomic<bool> release{false};
+  script_upstream upstream{[&](script_upstream& up, tcp::socket& s, auto&&...) {
+    while (!release)
+      std::this_thread::sleep_for(10ms);
+    return up.send(s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+  }};
+  auto config = "/tmp/sluice-emfile-" + std::to_string(getpid()) + ".toml";
+  std::ofstream{config} << "[node]\naccess_log = \"off\"\n"
+                           "[kinds.chat]\nmax_attempts = 1\ntimeout_s = 60\n"
+                           "[sources.up]\ntype = \"http\"\nbase_url = \""
+                        << upstream.url()
+                        << "\"\n[sources.up.aimd]\ninitial = 200\n"
+                           "max = 200\n"
+                           "[sources.up.breaker.outcomes]\n"
+                           "transient = \"ignored\"\n"
+                           "[routes.\"/v1/chat/completions\"]\n"
+                           "sources = [\"up\"]\n";
   sluice::testing::child_process node{
-      {"/usr/bin/prlimit", "--nofile=128:128", SLUICE_NODE_BINARY,
-       "--listen", "127.0.0.1:0"},
+      {"/usr/bin/prlimit", "--nofile=128:128", SLUICE_NODE_BINARY, "--config",
+       config, "--listen", "127.0.0.1:0"},
       {true, true, {}}};
   auto port = node.listening_port();
   auto pid = node.pid();
 
   {
-    // 200 idle connections: the node has descriptors for fewer.
-    std::vector<std::unique_ptr<stream_client>> idle;
-    for (int i = 0; i < 200; ++i)
-      idle.push_back(std::make_unique<stream_client>(port));
+    std::vector<std::unique_ptr<stream_client>> calling;
+    for (int i = 0; i < 200; ++i) {
+      calling.push_back(std::make_unique<stream_client>(port));
+      try {
+        calling.back()->send(http::verb::post, "/v1/chat/completions", "{}");
+      } catch (const std::exception&) {
+        // closed by the node already
+      }
+    }
     std::this_thread::sleep_for(500ms);
     auto before = cpu_seconds(pid);
     std::this_thread::sleep_for(1s);
     auto used = cpu_seconds(pid) - before;
     // Before the back-off it burned more than a core re-arming accept.
     CHECK(used < 0.3);
+    release = true;
   }
   // Descriptors are back: served again, and /status tells what happened.
   CHECK(eventually([&] {
@@ -640,10 +680,14 @@ TEST_CASE("hostile: out of file descriptors, the node backs off instead of "
   auto st = exchange(port, http::verb::get, "/status").doc();
   REQUIRE(st.is_object());
   CHECK(st["limits"]["fd_limit"] == 128);
+  CHECK(st["limits"]["connection_cap"] == 64);
   CHECK(st["refused"]["accept_errors"].get<int>() > 0);
-  CHECK(exchange(port, http::verb::post, "/v1/chat/completions", "{}")
-            .status == 200);
+  CHECK(eventually([&] {
+    return exchange(port, http::verb::post, "/v1/chat/completions", "{}")
+               .status == 200;
+  }));
   node.signal(SIGKILL);
   for (auto& report : sluice::testing::undefined_behaviour(node.rest()))
     FAIL_CHECK("UBSan in the child: " << report);
+  std::remove(config.c_str());
 }

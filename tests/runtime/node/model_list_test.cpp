@@ -70,3 +70,49 @@ TEST_CASE_METHOD(fixture, "models: one model by its id") {
   REQUIRE(one);
   CHECK(*one == model_object("llama-3", 9));
 }
+
+// -- the cache of GET /v1/models (issue 30, finding 8) -----------------------
+
+TEST_CASE_METHOD(fixture, "models: the list is built once per routes version "
+                          "and key filter, and served from the cache") {
+  model_list_cache cache;
+  int built = 0;
+  auto build_for = [&](const client_key* key) {
+    return [&, key] {
+      ++built;
+      return models_answer(models, key, "", 7)->dump();
+    };
+  };
+  auto fresh = models_answer(models, nullptr, "", 7)->dump();
+  for (int i = 0; i < 100; ++i)
+    CHECK(*cache.get(1, model_filter_of(nullptr), build_for(nullptr)) == fresh);
+  CHECK(built == 1);
+  // The key's filter is a list of its own.
+  auto narrow_list = cache.get(1, model_filter_of(&narrow), build_for(&narrow));
+  CHECK(*narrow_list == models_answer(models, &narrow, "", 7)->dump());
+  CHECK(built == 2);
+  // Another key with the same globs shares it.
+  client_key same{make_config({"gpt-4o*"}), tier_handle{}, time_point{}};
+  cache.get(1, model_filter_of(&same), build_for(&same));
+  CHECK(built == 2);
+  // A new routes version (a reload): built again, the old ones dropped.
+  models.push_back("mistral");
+  auto v2 = cache.get(2, model_filter_of(nullptr), build_for(nullptr));
+  CHECK(built == 3);
+  CHECK(ids(nlohmann::json::parse(*v2)).back() == "mistral");
+  CHECK(cache.size() == 1);
+  CHECK(cache.builds() == 3);
+}
+
+TEST_CASE_METHOD(fixture, "models: the cache keeps at most "
+                          "max_cached_model_lists lists") {
+  model_list_cache cache;
+  for (size_t i = 0; i < 3 * max_cached_model_lists; ++i)
+    cache.get(1, "filter " + std::to_string(i), [] { return std::string{}; });
+  CHECK(cache.size() == max_cached_model_lists);
+  // The most recent are kept.
+  auto builds = cache.builds();
+  cache.get(1, "filter " + std::to_string(3 * max_cached_model_lists - 1),
+            [] { return std::string{}; });
+  CHECK(cache.builds() == builds);
+}
