@@ -95,6 +95,9 @@ struct node_settings {
   std::string access_log = "stdout";
   /// `[auth]`.
   auth_settings auth;
+  /// The lines of the keys above that the start's own rules may refuse
+  /// (`listen`, `admin_listen`, `access_log`; missing: not in the file).
+  std::map<std::string, int> key_lines;
 };
 
 /// One `[sources.NAME]` table.

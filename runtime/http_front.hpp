@@ -21,6 +21,15 @@ namespace sluice {
 /// - Errors are JSON `{"error": {"message", "type", "param", "code",
 ///   "sluice_code", ...}}` (OpenAI's shape; runtime/node/responses.hpp) with the
 ///   status of `messages/errors.hpp` (`Retry-After` on 503s).
+/// The start's rules for `settings` that need no network
+/// (runtime/node/start_rules.hpp): a listener off loopback needs keys or
+/// `auth.allow_anonymous` (when its address says; a host name is checked
+/// once bound), `node.admin_listen` not on the main listener's port, an
+/// access log file that can be opened. `config_error` naming the key. The
+/// front applies them before it binds or opens anything; `sluice-node
+/// --check-config` applies them too.
+void check_front_settings(const node_settings& settings);
+
 class http_front {
 public:
   /// Binds `settings.listen_host:listen_port` (port 0: any free port), and

@@ -13,6 +13,10 @@ using sha256_digest = std::array<unsigned char, 32>;
 /// wrong path (a log, a disk image) may cost.
 constexpr size_t secret_file_limit = 4096;
 
+/// Largest secret file: the secret and one line ending ("\r\n"). Read as a
+/// config file is (config/file_snapshot.hpp): a regular file only.
+constexpr size_t secret_file_bytes_limit = secret_file_limit + 2;
+
 /// Shortest secret accepted: a key anyone can guess is no key.
 constexpr size_t secret_min_bytes = 16;
 
