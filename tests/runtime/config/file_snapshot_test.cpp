@@ -169,6 +169,17 @@ TEST_CASE("a FIFO or a directory named as the config or as a secret is "
   CHECK_THROWS_WITH(load_config_file(cfg),
                     Catch::Contains("line 2: auth.admin_key") &&
                         Catch::Contains("a character device"));
+  // Over the limits: a secret file, a config file.
+  s.write("secret", std::string(secret_file_bytes_limit + 1, 'k'));
+  cfg = s.write("cfg.toml", "[auth]\nadmin_key = \"file:" +
+                                s.path("secret") + "\"\n" + routes);
+  CHECK_THROWS_WITH(load_config_file(cfg),
+                    Catch::Contains("line 2: auth.admin_key") &&
+                        Catch::Contains("is larger than 4098 bytes"));
+  auto big = s.write("big", std::string(16 << 20, '#') + "\n");
+  CHECK_THROWS_WITH(load_config_file(big),
+                    Catch::StartsWith("file: ") &&
+                        Catch::Contains("is larger than 16777216 bytes"));
   // A secret file: the secret and a line ending at most.
   s.write("secret", std::string(secret_file_limit, 'k') + "\r\n");
   CHECK(read_secret("file:" + s.path("secret")).size() == secret_file_limit);
