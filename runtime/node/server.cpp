@@ -483,7 +483,13 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                   "itself; new connections will be refused when "
                   "descriptors run out",
                   fd_limit, settings.max_connections);
-  bind_main(*impl_, settings.listen_host, settings.listen_port);
+  // A port in use is the network's answer: --check-config cannot know it,
+  // the start says which listener failed.
+  try {
+    bind_main(*impl_, settings.listen_host, settings.listen_port);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string{"node.listen: "} + e.what());
+  }
   {
     boost::system::error_code ec;
     auto ep = impl_->acceptor.local_endpoint(ec);

@@ -247,7 +247,7 @@ TEST_CASE("node: --check-config applies the start's rules for listeners and "
 
 TEST_CASE("node: an admin listener on a port in use passes --check-config "
           "(which binds nothing) and fails the start at once, naming "
-          "node.admin_listen",
+          "node.admin_listen (node.listen for the main one)",
           "[node]") {
   net::io_context ioc;
   tcp::acceptor taken{ioc, {net::ip::make_address("127.0.0.1"), 0}};
@@ -265,5 +265,14 @@ TEST_CASE("node: an admin listener on a port in use passes --check-config "
   CHECK(out.find("node.admin_listen: cannot listen on 127.0.0.1:" +
                  std::to_string(port)) != std::string::npos);
   CHECK(out.find("listening on") == std::string::npos);
+  // The main listener on it: named the same way.
+  path = write_file("admin-taken", "[node]\nlisten = \"127.0.0.1:" +
+                                       std::to_string(port) + "\"\n" +
+                                       minimal_routes);
+  node_run main_taken{{"--config", path}};
+  out = main_taken.rest();
+  CHECK(main_taken.wait_exit() == 1);
+  CHECK(out.find("node.listen: cannot listen on 127.0.0.1:" +
+                 std::to_string(port)) != std::string::npos);
   std::remove(path.c_str());
 }
