@@ -32,11 +32,13 @@ void check_front_settings(const node_settings& settings);
 
 class http_front {
 public:
-  /// Binds `settings.listen_host:listen_port` (port 0: any free port), and
-  /// `settings.admin_listen` if set, and starts accepting on `threads` I/O
-  /// threads. Throws `std::runtime_error` if it cannot bind, and
-  /// `config_error` (key "auth") for a non-loopback listener with neither
-  /// client keys nor `auth.allow_anonymous`.
+  /// Applies `check_front_settings` (a `config_error` before anything is
+  /// opened or bound), binds `settings.listen_host:listen_port` (port 0:
+  /// any free port), and `settings.admin_listen` if set, and starts
+  /// accepting on `threads` I/O threads. Throws `std::runtime_error`
+  /// naming `node.listen` or `node.admin_listen` if it cannot bind, and
+  /// `config_error` (key "auth") for a listener bound off loopback with
+  /// neither client keys nor `auth.allow_anonymous`.
   http_front(runtime& rt, const node_settings& settings, size_t threads = 2);
 
   ~http_front();
