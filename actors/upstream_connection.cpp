@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <openssl/bio.h>
@@ -33,7 +34,12 @@ namespace {
 
 // A file we cannot open is named as such (OpenSSL's own text for it is
 // "system lib").
+// Only a regular file: opening a FIFO would block the start or a reload
+// until something writes to it.
 void require_readable(const std::string& field, const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    refuse(field, "'" + path + "' is not a regular file");
   std::ifstream in{path, std::ios::binary};
   if (!in)
     refuse(field, "cannot read '" + path + "'");

@@ -100,12 +100,15 @@ std::unique_ptr<sluice::runtime> build_runtime(caf::actor_system& sys,
   return rt;
 }
 
-// --check-config: a dry run. Builds everything the start builds (the
-// runtime and its sources, in a throwaway actor system) but binds no
-// listener, so a config that passes here does not fail at start.
+// --check-config: a dry run. Applies the start's rules that need no
+// network (sluice::check_front_settings) and builds everything the start
+// builds (the runtime and its sources, in a throwaway actor system) but
+// binds no listener, so a config that passes here does not fail at start
+// -- unless a port is taken when it starts.
 int check_config(const std::string& path) {
   try {
     auto cfg = sluice::load_config_file(path);
+    sluice::check_front_settings(cfg.node);
     caf::actor_system_config caf_cfg;
     configure_actors(caf_cfg, cfg);
     caf::actor_system sys{caf_cfg};
@@ -194,7 +197,10 @@ int main(int argc, char** argv) {
     if (flags.listen) {
       cfg.node.listen_host = flags.listen->host;
       cfg.node.listen_port = flags.listen->port;
+      cfg.node.key_lines.erase("listen"); // a flag has no line
     }
+    // Before anything is built: as --check-config refuses it.
+    sluice::check_front_settings(cfg.node);
   } catch (const sluice::config_error& e) {
     return report(origin, e);
   }

@@ -1,11 +1,10 @@
 #include "sluice/runtime/config_file.hpp"
 
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include <toml++/toml.h>
 
+#include "sluice/runtime/config/file_snapshot.hpp"
 #include "sluice/runtime/config/sections.hpp"
 #include "sluice/runtime/config/toml_reader.hpp"
 #include "sluice/runtime/config_error.hpp"
@@ -28,17 +27,18 @@ std::string as_text(const toml::table& t) {
 }
 
 // What a file holds now, for a fingerprint (a renewed certificate under the
-// same path is a changed source).
+// same path is a changed source). Read as the config is: a FIFO named as
+// a TLS file must not hang a reload (the source's own check refuses it).
 std::string file_print(const std::string& path) {
   if (path.empty())
     return "-";
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
+  try {
+    auto d = sha256(config::read_file_snapshot(
+        path, static_cast<size_t>(config::config_file_limit)));
+    return std::string{d.begin(), d.end()};
+  } catch (const std::invalid_argument&) {
     return "unreadable";
-  std::string bytes{std::istreambuf_iterator<char>{in},
-                    std::istreambuf_iterator<char>{}};
-  auto d = sha256(bytes);
-  return std::string{d.begin(), d.end()};
+  }
 }
 
 // The tables of a source a reload can change in place.
@@ -140,16 +140,13 @@ file_config parse_config(std::string_view text, std::string_view origin) {
 }
 
 file_config load_config_file(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    throw config_error("file", "cannot read '" + path + "'");
-  std::string text(static_cast<size_t>(config::config_file_limit) + 1, '\0');
-  in.read(text.data(), config::config_file_limit + 1);
-  if (in.bad())
-    throw config_error("file", "cannot read '" + path + "'");
-  if (in.gcount() > config::config_file_limit)
-    throw config_error("file", "'" + path + "' is larger than 16 MiB");
-  text.resize(static_cast<size_t>(in.gcount()));
+  std::string text;
+  try {
+    text = config::read_file_snapshot(
+        path, static_cast<size_t>(config::config_file_limit));
+  } catch (const std::invalid_argument& e) {
+    throw config_error("file", e.what());
+  }
   return parse_config(text, path);
 }
 

@@ -113,6 +113,9 @@ struct node_settings {
   std::string access_log = "stdout";
   /// `[auth]`.
   auth_settings auth;
+  /// The lines of the keys above that the start's own rules may refuse
+  /// (`listen`, `admin_listen`, `access_log`; missing: not in the file).
+  std::map<std::string, int> key_lines;
 };
 
 /// One `[sources.NAME]` table.
@@ -165,7 +168,8 @@ file_config parse_config(std::string_view text,
                          std::string_view origin = "config");
 
 /// Reads and parses the file at `path` (`config_error` with key "file" if
-/// it cannot be read).
+/// it cannot be read, is not a regular file, is over 16 MiB or changed
+/// while it was read: config/file_snapshot.hpp).
 file_config load_config_file(const std::string& path);
 
 /// The config `sluice-node` runs on without `--config`: two simulated

@@ -21,13 +21,24 @@ namespace sluice {
 /// - Errors are JSON `{"error": {"message", "type", "param", "code",
 ///   "sluice_code", ...}}` (OpenAI's shape; runtime/node/responses.hpp) with the
 ///   status of `messages/errors.hpp` (`Retry-After` on 503s).
+/// The start's rules for `settings` that need no network
+/// (runtime/node/start_rules.hpp): a listener off loopback needs keys or
+/// `auth.allow_anonymous` (when its address says; a host name is checked
+/// once bound), `node.admin_listen` not on the main listener's port, an
+/// access log file that can be opened. `config_error` naming the key. The
+/// front applies them before it binds or opens anything; `sluice-node
+/// --check-config` applies them too.
+void check_front_settings(const node_settings& settings);
+
 class http_front {
 public:
-  /// Binds `settings.listen_host:listen_port` (port 0: any free port), and
-  /// `settings.admin_listen` if set, and starts accepting on `threads` I/O
-  /// threads. Throws `std::runtime_error` if it cannot bind, and
-  /// `config_error` (key "auth") for a non-loopback listener with neither
-  /// client keys nor `auth.allow_anonymous`.
+  /// Applies `check_front_settings` (a `config_error` before anything is
+  /// opened or bound), binds `settings.listen_host:listen_port` (port 0:
+  /// any free port), and `settings.admin_listen` if set, and starts
+  /// accepting on `threads` I/O threads. Throws `std::runtime_error`
+  /// naming `node.listen` or `node.admin_listen` if it cannot bind, and
+  /// `config_error` (key "auth") for a listener bound off loopback with
+  /// neither client keys nor `auth.allow_anonymous`.
   http_front(runtime& rt, const node_settings& settings, size_t threads = 2);
 
   ~http_front();

@@ -88,6 +88,7 @@ void read_node(table_reader& r, node_settings& n) {
       auto hp = parse_host_port(*listen);
       n.listen_host = std::move(hp.host);
       n.listen_port = hp.port;
+      n.key_lines["listen"] = line_of(*r.get("listen"));
     } catch (const std::invalid_argument& e) {
       r.fail("listen", std::string{e.what()} +
                            " (HOST:PORT or [V6]:PORT, e.g. \"127.0.0.1:8080\"; "
@@ -142,6 +143,7 @@ void read_node(table_reader& r, node_settings& n) {
   if (auto x = r.string("admin_listen")) {
     try {
       n.admin_listen = parse_host_port(*x);
+      n.key_lines["admin_listen"] = line_of(*r.get("admin_listen"));
     } catch (const std::invalid_argument& e) {
       r.fail("admin_listen",
              std::string{e.what()} + " (HOST:PORT, e.g. \"127.0.0.1:9090\")");
@@ -162,6 +164,7 @@ void read_node(table_reader& r, node_settings& n) {
     if (x->empty())
       r.fail("access_log", "must be \"stdout\", \"off\" or a file path");
     n.access_log = *x;
+    n.key_lines["access_log"] = line_of(*r.get("access_log"));
   }
   r.done();
 }

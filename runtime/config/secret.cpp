@@ -1,11 +1,12 @@
 #include "sluice/runtime/config/secret.hpp"
 
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
+
+#include "sluice/runtime/config/file_snapshot.hpp"
 
 namespace sluice {
 
@@ -46,14 +47,7 @@ std::string read_secret(std::string_view ref) {
     std::string path{ref.substr(5)};
     if (path.empty())
       throw std::invalid_argument("file: needs a path (file:PATH)");
-    std::ifstream in{path, std::ios::binary};
-    if (!in)
-      throw std::invalid_argument("cannot read '" + path + "'");
-    std::string s(secret_file_limit + 2, '\0');
-    in.read(s.data(), static_cast<std::streamsize>(s.size()));
-    if (in.bad())
-      throw std::invalid_argument("cannot read '" + path + "'");
-    s.resize(static_cast<size_t>(in.gcount()));
+    auto s = config::read_file_snapshot(path, secret_file_bytes_limit);
     if (!s.empty() && s.back() == '\n')
       s.pop_back();
     if (!s.empty() && s.back() == '\r')

@@ -13,12 +13,18 @@ using sha256_digest = std::array<unsigned char, 32>;
 /// wrong path (a log, a disk image) may cost.
 constexpr size_t secret_file_limit = 4096;
 
+/// Largest secret file: the secret and one line ending ("\r\n"). Read as a
+/// config file is (config/file_snapshot.hpp): a regular file only.
+constexpr size_t secret_file_bytes_limit = secret_file_limit + 2;
+
 /// Shortest secret accepted: a key anyone can guess is no key.
 constexpr size_t secret_min_bytes = 16;
 
 /// Reads the secret a config names by reference, never in plain text:
 /// `env:VAR` (the variable's value) or `file:PATH` (the file's content,
-/// without one trailing newline). The secret must be `secret_min_bytes` to
+/// without one trailing newline; a regular file of at most
+/// `secret_file_bytes_limit`, read as a settled snapshot:
+/// config/file_snapshot.hpp). The secret must be `secret_min_bytes` to
 /// `secret_file_limit` printable ASCII bytes. Throws `std::invalid_argument`
 /// saying what is wrong (callers add the key and line); the message never
 /// contains the secret.

@@ -28,6 +28,7 @@
 #include "sluice/runtime/node/connection.hpp"
 #include "sluice/runtime/node/fd_limit.hpp"
 #include "sluice/runtime/node/front_state.hpp"
+#include "sluice/runtime/node/start_rules.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
 namespace sluice {
@@ -64,19 +65,6 @@ struct front_hold {
 };
 
 namespace {
-
-/// Refuses a listener that is not on loopback without client keys unless
-/// `auth.allow_anonymous` (at the start, and on each config reload).
-void check_open_to_anyone(bool loopback, const std::string& host,
-                          const auth_settings& auth) {
-  if (!loopback && auth.keys.empty() && !auth.allow_anonymous)
-    throw config_error("auth",
-                       "node.listen " + host +
-                           " is not a loopback address and no client keys "
-                           "are configured: anyone who reaches it could spend "
-                           "the upstreams' keys. Add [auth.keys.NAME] tables, "
-                           "or write auth.allow_anonymous = true");
-}
 
 /// The loops of `rt`'s actor system, when it runs on the loop scheduler.
 std::vector<net::io_context*> shared_loops_of(runtime& rt) {
@@ -478,11 +466,18 @@ void bind_main(front_state& f, const std::string& host, uint16_t port) {
   }
 }
 
+// `s`, once the start's rules that need no network passed: before the
+// front's state opens the access log, before any bind.
+const node_settings& checked(const node_settings& s) {
+  check_front_settings(s);
+  return s;
+}
+
 } // namespace
 
 http_front::http_front(runtime& rt, const node_settings& settings,
                        size_t threads)
-    : impl_(std::make_unique<impl>(rt, settings)) {
+    : impl_(std::make_unique<impl>(rt, checked(settings))) {
   {
     // Client connections fit under the descriptor limit with what the
     // node needs beside them: idle ones cannot take every descriptor.
@@ -508,18 +503,29 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                      "descriptor limit {})",
                      impl_->client_cap, fd_limit);
   }
-  bind_main(*impl_, settings.listen_host, settings.listen_port);
+  // A port in use is the network's answer: --check-config cannot know it,
+  // the start says which listener failed.
+  try {
+    bind_main(*impl_, settings.listen_host, settings.listen_port);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string{"node.listen: "} + e.what());
+  }
   {
     boost::system::error_code ec;
     auto ep = impl_->acceptor.local_endpoint(ec);
     impl_->main_loopback = !ec && ep.address().is_loopback();
   }
   auto& auth = settings.auth;
-  check_open_to_anyone(impl_->main_loopback, settings.listen_host, auth);
+  // Again with the address bound: a host name's only now known.
+  node::check_open_to_anyone(impl_->main_loopback, settings, auth);
   if (settings.admin_listen) {
     auto& a = *settings.admin_listen;
-    listen_on(impl_->admin_acceptor, listen_endpoint(impl_->ioc, a.host, a.port),
-              false, a.host);
+    try {
+      listen_on(impl_->admin_acceptor,
+                listen_endpoint(impl_->ioc, a.host, a.port), false, a.host);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string{"node.admin_listen: "} + e.what());
+    }
     boost::system::error_code ec;
     auto ep = impl_->admin_acceptor.local_endpoint(ec);
     if (!ec && !ep.address().is_loopback())
@@ -586,8 +592,8 @@ void http_front::serve_reloads(config_reloader& reloader) {
   auto* state = static_cast<front_state*>(impl_.get());
   state->reloader.store(&reloader, std::memory_order_release);
   reloader.add_check(this, [state](const file_config& next) {
-    check_open_to_anyone(state->main_loopback, state->settings.listen_host,
-                         next.node.auth);
+    node::check_open_to_anyone(state->main_loopback, state->settings,
+                               next.node.auth);
   });
   reloader.on_applied(this, [state](const file_config& next) {
     auto old = state->keys();
@@ -642,16 +648,22 @@ size_t http_front::shutdown(duration grace) {
   auto& f = *impl_;
   // A reload started by POST /admin/reload uses the front, the runtime and
   // the reloader: no new one, and the last one ends before anything goes.
+  // It is joined once the calls had their grace period, so it runs within
+  // that period instead of adding to it. NOTE: a reload is bounded, not
+  // cut short: its files are read without ever blocking, a file being
+  // written refused within ~0.3 s (config/file_snapshot.hpp); one still
+  // running after the grace is waited for.
   std::thread reload;
   {
     std::lock_guard<std::mutex> guard{f.reload_mx};
     f.reloads_closed = true;
     reload = std::move(f.reload_thread);
   }
-  if (reload.joinable())
-    reload.join();
-  if (f.threads.empty() && (!f.shared_loops || f.stopping))
+  if (f.threads.empty() && (!f.shared_loops || f.stopping)) {
+    if (reload.joinable())
+      reload.join();
     return 0;
+  }
   assert_not_on_loop("http_front::shutdown (waits for the calls)");
   f.stopping = true;
   net::post(f.accept_strand, [&f] {
@@ -664,6 +676,8 @@ size_t http_front::shutdown(duration grace) {
   auto deadline = std::chrono::steady_clock::now() + grace;
   while (f.in_flight > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (reload.joinable())
+    reload.join();
   size_t left = f.in_flight;
   if (left > 0) {
     // Calls cut off by the grace period are answered 503 shutting_down,

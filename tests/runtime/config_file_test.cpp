@@ -11,6 +11,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fakes/tls_upstream.hpp"
 #include "log_capture.hpp"
@@ -703,6 +705,24 @@ TEST_CASE("bad tls settings are refused with their key and line", "[tls]") {
   CHECK(refused(https_source("  verify = false\n",
                              "http://127.0.0.1:8080")) ==
         std::make_pair(std::string{"sources.openai.tls"}, 5));
+}
+
+TEST_CASE("a FIFO named as a TLS file is refused at once, naming the key "
+          "and line",
+          "[tls][files]") {
+  // Issue 30, finding 6: its fingerprint and OpenSSL both opened it for a
+  // blocking read; nothing writes to a FIFO, so parsing the config hung.
+  auto fifo = "/tmp/sluice-tls-fifo-" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto start = std::chrono::steady_clock::now();
+  auto e = refusal(https_source("  ca_file = " + quoted(fifo) + "\n"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds{1});
+  std::remove(fifo.c_str());
+  REQUIRE(e);
+  CHECK(e->key() == "sources.openai.tls.ca_file");
+  CHECK(e->line() == 6);
+  CHECK_THAT(e->what(), Catch::Contains("is not a regular file"));
 }
 
 TEST_CASE("tls.verify = false is accepted only as written, with a warning "

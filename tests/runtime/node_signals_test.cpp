@@ -1,7 +1,8 @@
 // sluice-node and signals (the built binary, real signals, SPEC §7): SIGHUP,
 // SIGUSR1, SIGUSR2 and SIGPIPE never kill the node; SIGTERM drains and
-// exits 0. Also the command line: --listen is parsed strictly, and
-// --check-config is a dry run that accepts what the start accepts.
+// exits 0, also with a reload refused (a FIFO as a secret). Also the
+// command line: --listen is parsed strictly, and --check-config is a dry
+// run that accepts what the start accepts and refuses what it refuses.
 
 #include <chrono>
 #include <csignal>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -203,4 +205,114 @@ TEST_CASE("node: --check-config is a dry run that accepts what the start "
   CHECK(start.line().find("sources.a.breaker.window_buckets") !=
         std::string::npos);
   CHECK(start.wait_exit() == 2);
+}
+
+TEST_CASE("node: a reload whose admin key file is now a FIFO is refused at "
+          "once, and SIGTERM stops the node within its grace period",
+          "[node][signals][reload]") {
+  // Issue 30, finding 6: the reload blocked opening the FIFO (nobody
+  // writes to it), POST /admin/reload timed out, and SIGTERM left the node
+  // running, its shutdown waiting for the reload.
+  auto secret = "/tmp/sluice-fifo-secret-" + std::to_string(getpid());
+  const std::string key = "fifo-test-admin-key-0123456789";
+  std::remove(secret.c_str());
+  std::ofstream{secret} << key << "\n";
+  auto path = write_file("fifo-secret", "[node]\nshutdown_grace_s = 2\n"
+                                        "[auth]\nadmin_key = \"file:" +
+                                            secret + "\"\n" + minimal_routes);
+  node_run node{{"--config", path, "--listen", "127.0.0.1:0"}};
+  auto port = node.port();
+  header_list admin{{"Authorization", "Bearer " + key}};
+  std::remove(secret.c_str());
+  REQUIRE(::mkfifo(secret.c_str(), 0600) == 0);
+  auto start = std::chrono::steady_clock::now();
+  auto r = exchange_with(port, http::verb::post, "/admin/reload", "", admin);
+  auto took = std::chrono::steady_clock::now() - start;
+  CHECK(r.status == 422);
+  CHECK(r.body.find("line 4: auth.admin_key") != std::string::npos);
+  CHECK(r.body.find("is a FIFO, not a regular file") != std::string::npos);
+  CHECK(took < 2s);
+  // SIGHUP, then SIGTERM while that reload may still run.
+  node.signal(SIGHUP);
+  node.signal(SIGTERM);
+  start = std::chrono::steady_clock::now();
+  CHECK(node.wait_exit(std::chrono::seconds{10}) == 0);
+  CHECK(std::chrono::steady_clock::now() - start < 2s + 3s); // grace + exit
+  std::remove(secret.c_str());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("node: --check-config applies the start's rules for listeners and "
+          "the access log, and the start refuses the same before it binds "
+          "or creates anything",
+          "[node]") {
+  // Issue 30, finding 9: each passed the check, then failed the start
+  // (after binding) or made it create a directory.
+  auto missing_dir = "/tmp/sluice-no-dir-" + std::to_string(getpid());
+  struct bad_case {
+    std::string node_table;
+    std::string named;
+  };
+  std::vector<bad_case> cases{
+      {"listen = \"0.0.0.0:0\"\n", "line 2: auth: node.listen 0.0.0.0"},
+      {"access_log = \"" + missing_dir + "/access.log\"\n",
+       "line 2: node.access_log: '" + missing_dir + "/access.log' is in '" +
+           missing_dir + "', which does not exist"},
+      {"access_log = \"/tmp\"\n",
+       "line 2: node.access_log: '/tmp' is a directory"},
+      {"listen = \"127.0.0.1:47\"\nadmin_listen = \"127.0.0.1:47\"\n",
+       "line 3: node.admin_listen: 127.0.0.1:47 takes the port of "
+       "node.listen"},
+      {"listen = \"127.0.0.1:47\"\nadmin_listen = \"0.0.0.0:47\"\n",
+       "line 3: node.admin_listen"},
+  };
+  for (auto& c : cases) {
+    INFO(c.node_table);
+    auto path = write_file("start-rules", "[node]\n" + c.node_table +
+                                              minimal_routes);
+    node_run check{{"--check-config", path}};
+    auto checked = check.rest();
+    CHECK(check.wait_exit() == 2);
+    CHECK(checked.find(c.named) != std::string::npos);
+    node_run start{{"--config", path}};
+    auto started = start.rest();
+    CHECK(start.wait_exit() == 2);
+    CHECK(started.find(c.named) != std::string::npos);
+    CHECK(started.find("listening on") == std::string::npos);
+    std::remove(path.c_str());
+  }
+  struct stat st {};
+  CHECK(::stat(missing_dir.c_str(), &st) != 0); // nothing created
+}
+
+TEST_CASE("node: an admin listener on a port in use passes --check-config "
+          "(which binds nothing) and fails the start at once, naming "
+          "node.admin_listen (node.listen for the main one)",
+          "[node]") {
+  net::io_context ioc;
+  tcp::acceptor taken{ioc, {net::ip::make_address("127.0.0.1"), 0}};
+  auto port = taken.local_endpoint().port();
+  auto path = write_file("admin-taken",
+                         "[node]\nlisten = \"127.0.0.1:0\"\nadmin_listen = "
+                         "\"127.0.0.1:" +
+                             std::to_string(port) + "\"\n" + minimal_routes);
+  node_run check{{"--check-config", path}};
+  CHECK(check.line().find("is valid") != std::string::npos);
+  CHECK(check.wait_exit() == 0);
+  node_run start{{"--config", path}};
+  auto out = start.rest();
+  CHECK(start.wait_exit() == 1);
+  CHECK(out.find("node.admin_listen: cannot listen on 127.0.0.1:" +
+                 std::to_string(port)) != std::string::npos);
+  CHECK(out.find("listening on") == std::string::npos);
+  // The main listener on it: named the same way.
+  path = write_file("admin-taken", "[node]\nlisten = \"127.0.0.1:" +
+                                       std::to_string(port) + "\"\n" +
+                                       minimal_routes);
+  node_run main_taken{{"--config", path}};
+  out = main_taken.rest();
+  CHECK(main_taken.wait_exit() == 1);
+  CHECK(out.find("node.listen: cannot listen on 127.0.0.1:" +
+                 std::to_string(port)) != std::string::npos);
+  std::remove(path.c_str());
 }
