@@ -189,7 +189,10 @@ void exhausted(governor_actor* self, const char* reason,
   if (!retry_in)
     retry_in = exhausted_retry_in(st.policy().poll_interval, st.soonest_retry,
                                   self->clock().now());
-  finish(self, exhausted_result(reason, *retry_in));
+  // Whatever set it (an upstream's hint, a breaker opened until a hint's
+  // instant, a backoff it raised): never more than the node would wait.
+  finish(self, exhausted_result(
+                   reason, policy::client_retry_after(st.policy(), *retry_in)));
 }
 
 // -- waiting ------------------------------------------------------------------
@@ -380,7 +383,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   auto delay = policy::backoff_delay(pol.backoff, st.fails, st.uniform(),
                                      reply.retry_after);
   if (st.fails >= pol.max_attempts) {
-    exhausted(self, "retry_exhausted", policy::client_retry_after(pol, delay));
+    exhausted(self, "retry_exhausted", delay);
     return;
   }
   // SPEC §7: an upstream hint longer than the stall budget left (or than the
@@ -389,8 +392,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   if (reply.retry_after &&
       policy::retry_after_too_long(pol, *reply.retry_after,
                                    st.clock->stalled(now))) {
-    exhausted(self, "retry_after_too_long",
-              policy::client_retry_after(pol, *reply.retry_after));
+    exhausted(self, "retry_after_too_long", *reply.retry_after);
     return;
   }
   // After a 429 backoff the stall check guards against saturation loops

@@ -1,8 +1,14 @@
 #include "sluice/runtime/node/access_log.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
@@ -41,6 +47,30 @@ std::shared_ptr<spdlog::logger> open_logger(const std::string& target) {
   if (target == "stdout") {
     sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
   } else {
+    // spdlog's fopen blocks on a FIFO until someone reads it: the start,
+    // or the signal thread reopening the log, would hang with it. Opened
+    // first without blocking, and only a regular file (or a device such as
+    // /dev/null) goes on; the file is created here if it is missing.
+    auto usable = [](const struct stat& st) {
+      return S_ISREG(st.st_mode) || S_ISCHR(st.st_mode);
+    };
+    struct stat st {};
+    bool fits = ::stat(target.c_str(), &st) != 0 || usable(st);
+    if (fits) {
+      int fd = ::open(target.c_str(),
+                      O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC,
+                      0644);
+      if (fd < 0)
+        throw std::runtime_error("cannot open the access log '" + target +
+                                 "': " + std::strerror(errno));
+      fits = ::fstat(fd, &st) == 0 && usable(st); // swapped meanwhile?
+      ::close(fd);
+    }
+    if (!fits)
+      throw std::runtime_error("the access log '" + target +
+                               "' is not a regular file (a FIFO or socket "
+                               "would block the node; \"stdout\" writes to "
+                               "the standard output)");
     try {
       // spdlog opens the file "ab" (O_APPEND): see `access_log::reopen`.
       sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(target);

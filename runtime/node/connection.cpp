@@ -141,8 +141,10 @@ void connection::do_read() {
   read_header(); // pipelined: the next request is here already
 }
 
-// Its first bytes are read apart from the header: until they come the
-// connection is idle, and at the cap the oldest idle one makes room.
+// Its first bytes are read apart from the header (an idle connection
+// keeps no big buffer). Until its header is whole the connection counts as
+// idle, and at the cap the oldest idle one makes room: a client that sends
+// one byte and stops must not hold its slot against new clients.
 void connection::wait_for_request() {
   set_idle(true);
   stream_.expires_after(request_timeout());
@@ -152,14 +154,15 @@ void connection::wait_for_request() {
       buffer_.prepare(beast::read_size(buffer_, read_buffer_bytes)),
       [self = shared_from_this()](beast::error_code ec, std::size_t n) {
         self->guarded("waiting for a request", [&] {
-          self->set_idle(false);
           if (self->closed_)
             return; // shed meanwhile
           self->buffer_.commit(n);
-          if (ec)
+          if (ec) {
+            self->set_idle(false);
             return self->on_read_error(ec);
+          }
           self->request_started_ = std::chrono::steady_clock::now();
-          self->read_header();
+          self->read_header(); // still idle until the header is whole
         });
       });
 }
@@ -189,7 +192,12 @@ void connection::read_header() {
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, std::size_t) {
-        self->guarded("reading a request header", [&] { self->on_header(ec); });
+        self->guarded("reading a request header", [&] {
+          self->set_idle(false);
+          if (self->closed_)
+            return; // shed meanwhile (its header was not whole)
+          self->on_header(ec);
+        });
       });
 }
 

@@ -186,10 +186,12 @@ access_verdict decide_operations(std::string_view path,
   ops.client_keys_configured = ctx.client_keys_configured;
   switch (decide_ops_access(ops)) {
   case ops_access::allowed:
-    // Served without a key on a loopback main listener (a developer's
-    // node): not to a web page (`refuse_keyless`). The admin listener is
-    // the operator's choice of network; scrapers there may use names.
-    if (!ops.admin_key_presented && !ctx.on_admin_listener)
+    // Served without a key -- on a loopback main listener (a developer's
+    // node) or on the admin listener: not to a web page (`refuse_keyless`).
+    // A page whose name was rebound to the admin listener's address would
+    // otherwise read /status and /metrics (a GET to its own origin sends
+    // no Origin); scrapers that use a name list it in node.allowed_hosts.
+    if (!ops.admin_key_presented)
       if (auto why = refuse_keyless(headers, ctx, ops_remedy))
         return refused(access_verdict::kind::forbidden, std::move(*why));
     return {};

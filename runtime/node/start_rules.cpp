@@ -80,6 +80,10 @@ void check_access_log(const node_settings& s) {
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode))
       refuse("is a directory");
+    // Opening a FIFO for writing blocks until it has a reader.
+    if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
+      refuse("is not a regular file (a FIFO or socket would block the "
+             "node; \"stdout\" writes to the standard output)");
     if (::access(path.c_str(), W_OK) != 0)
       refuse(std::string{"cannot be written: "} + std::strerror(errno));
     return;

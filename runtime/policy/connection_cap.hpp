@@ -83,8 +83,9 @@ constexpr admission admit_connection(uint64_t open, uint64_t cap) noexcept {
 /// cap, a new connection closes the oldest of them (an idle keep-alive
 /// connection costs its client one reconnect; refusing the new one would
 /// let idle clients lock everyone else out). A connection is here only
-/// while it waits for a request with nothing of it read: never mid-request,
-/// mid-call or streaming.
+/// while it waits for a request or for the rest of its header: never with
+/// a whole header read, mid-call or streaming. (A client that sent one
+/// byte of a header and stopped is no busier than an idle one.)
 ///
 /// Pure and not thread-safe: the owner locks.
 template <class Id>

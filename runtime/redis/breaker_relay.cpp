@@ -169,6 +169,12 @@ return left
 )";
 
 using retry_publish_atom = caf::atom_constant<caf::atom("rpublish")>;
+using confirm_gen_atom = caf::atom_constant<caf::atom("rconfirm")>;
+
+/// The shortest gap between two reads of one source's shared state asked
+/// for by channel messages: a flood of forged generations costs Redis one
+/// read per source per gap, not one per message.
+constexpr duration confirm_gap = std::chrono::milliseconds{100};
 
 struct relay_state {
   std::optional<redis_client> redis;
@@ -183,6 +189,7 @@ struct relay_state {
   struct seen_gen {
     uint64_t gen = 0;
     std::string node;
+    breaker_state to = breaker_state::closed;
   };
   std::unordered_map<std::string, seen_gen> last_gen;
   std::shared_ptr<redis_subscriber> listen;
@@ -190,6 +197,13 @@ struct relay_state {
   std::map<std::string, breaker_event> unpublished;
   /// A retry of `unpublished` is due.
   bool retrying = false;
+  /// Per watched source: when its shared state was last read for a channel
+  /// message, and whether a read is due at the end of the gap.
+  struct confirming {
+    time_point last{};
+    bool due = false;
+  };
+  std::unordered_map<std::string, confirming> confirms;
   duration retry_after{};
 
   std::string probe_key(const std::string& source) const {
@@ -230,16 +244,17 @@ bool apply(relay_actor* self, const peer_message& m,
     return false;
   if (m.gen != 0) {
     auto& last = st.last_gen[m.source];
-    // The same generation from another node than the one applied under it:
-    // the shared state says the one applied was not the real one (forged
-    // on the channel as the next). Only a read of the shared state may
-    // overrule it.
-    bool overrules = server_now && m.gen == last.gen && m.node != last.node;
+    // The same generation with another node or state than the one applied
+    // under it: the shared state says the one applied was not the real one
+    // (forged on the channel as the next, perhaps under a real node's
+    // name). Only a read of the shared state may overrule it.
+    bool overrules = server_now && m.gen == last.gen &&
+                     (m.node != last.node || m.to != last.to);
     if (m.gen <= last.gen && !overrules) {
       ++st.stats->stale;
       return false;
     }
-    last = {m.gen, m.node};
+    last = {m.gen, m.node, m.to};
   }
   if (m.node == st.node)
     return false; // our own (read back in a catch-up)
@@ -331,7 +346,7 @@ bool publish(relay_actor* self, const breaker_event& ev) {
   ++st.stats->published;
   auto& last = st.last_gen[ev.source];
   if (uint64_t(r.reply->integer) >= last.gen) // ours, counted by Redis
-    last = {uint64_t(r.reply->integer), st.node};
+    last = {uint64_t(r.reply->integer), st.node, ev.to};
   return true;
 }
 
@@ -434,14 +449,30 @@ caf::behavior relay(relay_actor* self, redis_config cfg,
         case peer_gen_check::next:
           apply(self, *m, std::nullopt);
           return;
-        case peer_gen_check::confirm:
+        case peer_gen_check::confirm: {
           // The message only says that something happened: what did is in
           // the shared state, which the publish script wrote before it
-          // published.
+          // published. Read at most once per gap per source.
           ++st.stats->confirmed;
-          catch_up(self, &m->source);
+          auto& c = st.confirms[m->source];
+          auto now = self->clock().now();
+          if (now - c.last >= confirm_gap) {
+            c.last = now;
+            catch_up(self, &m->source);
+          } else if (!c.due) {
+            c.due = true;
+            self->delayed_send(self, c.last + confirm_gap - now,
+                               confirm_gen_atom::value, m->source);
+          }
           return;
         }
+        }
+      },
+      [self](confirm_gen_atom, const std::string& source) {
+        auto& c = self->state.confirms[source];
+        c.due = false;
+        c.last = self->clock().now();
+        catch_up(self, &source);
       },
       [self](relay_sync_atom) { resync(self); },
       [self](retry_publish_atom) {

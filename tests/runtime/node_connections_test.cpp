@@ -40,12 +40,23 @@ const std::string sim_routes = "[sources.a]\ntype = \"simulated\"\n"
                                "[routes.\"/v1/chat/completions\"]\n"
                                "sources = [\"a\"]\n";
 
-// A client that sent part of a request header: mid-request, never idle.
+// A call's whole header, its 2-byte body not sent yet: mid-request, never
+// idle (`finish_call` sends the body).
+const std::string call_header =
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n";
+
 std::unique_ptr<stream_client> busy_client(uint16_t port) {
   auto c = std::make_unique<stream_client>(port);
-  net::write(c->stream.socket(),
-             net::buffer(std::string{"GET /healthz HTTP/1.1\r\nHost: x\r\n"}));
+  net::write(c->stream.socket(), net::buffer(call_header));
   return c;
+}
+
+// Sends the body `busy_client` left out; true when the call is answered.
+bool finish_call(stream_client& c) {
+  c.all.clear();
+  net::write(c.stream.socket(), net::buffer(std::string{"{}"}));
+  return c.read_until("HTTP/1.1 200");
 }
 
 // Whether the node closed `c` (it reads EOF or a reset within 10 s).
@@ -76,7 +87,7 @@ bool answers(stream_client& c) {
 } // namespace
 
 TEST_CASE("connections: at the cap a new client is served and the oldest "
-          "idle connection closed; mid-request ones are kept, and with none "
+          "idle connection closed, mid-request ones are kept, and with none "
           "idle the new one is refused",
           "[node][connections]") {
   node_under_test node{"[node]\nmax_connections = 8\naccess_log = \"off\"\n" +
@@ -114,10 +125,8 @@ TEST_CASE("connections: at the cap a new client is served and the oldest "
   CHECK(closed_by_node(*idle[0]));
   // The other idle ones and the mid-request ones are still served.
   CHECK(answers(*idle[3]));
-  for (auto& b : busy) {
-    net::write(b->stream.socket(), net::buffer(std::string{"\r\n"}));
-    CHECK(b->read_until("{\"status\":\"ok\"}"));
-  }
+  for (auto& b : busy)
+    CHECK(finish_call(*b));
 
   // Now every connection is mid-request: a new one is refused, as before.
   for (auto& c : idle)
@@ -127,9 +136,10 @@ TEST_CASE("connections: at the cap a new client is served and the oldest "
   std::vector<std::unique_ptr<stream_client>> more;
   for (int i = 0; i < 4; ++i)
     more.push_back(busy_client(port));
-  for (auto& b : busy)
-    net::write(b->stream.socket(),
-               net::buffer(std::string{"GET /healthz HTTP/1.1\r\n"}));
+  for (auto& b : busy) {
+    REQUIRE(b->read_until("\r\n\r\n")); // the rest of the answer
+    net::write(b->stream.socket(), net::buffer(call_header));
+  }
   REQUIRE(eventually([&] {
     return front.open_connections() == 8 && front.idle_connections() == 0;
   }));
@@ -143,6 +153,36 @@ TEST_CASE("connections: at the cap a new client is served and the oldest "
   CHECK(st["refused"]["idle_connections_shed"] == 1);
   CHECK(st["refused"]["connections"].get<int>() >= 1);
   CHECK(st["limits"]["connection_cap"] == 8);
+}
+
+TEST_CASE("connections: clients that sent one byte of a header and stopped "
+          "hold no slot at the cap: the oldest of them makes room",
+          "[node][connections]") {
+  node_under_test node{"[node]\nmax_connections = 8\naccess_log = \"off\"\n" +
+                       sim_routes};
+  auto port = node.port();
+  auto& front = *node.front;
+  // Eight slow-header clients, one byte each (before the fix: each was
+  // mid-request from its first byte, and every new client was refused
+  // until the 60 s read timeout).
+  std::vector<std::unique_ptr<stream_client>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<stream_client>(port));
+    net::write(slow.back()->stream.socket(), net::buffer(std::string{"G"}));
+    REQUIRE(eventually([&] {
+      return front.open_connections() == size_t(i + 1) &&
+             front.idle_connections() == size_t(i + 1);
+    }));
+  }
+  stream_client fresh{port};
+  CHECK(answers(fresh));
+  CHECK(closed_by_node(*slow[0]));
+  // A slow one that finishes its header is served as any other.
+  auto& last = *slow.back();
+  net::write(last.stream.socket(),
+             net::buffer(std::string{"ET /healthz HTTP/1.1\r\n"
+                                     "Host: 127.0.0.1\r\n\r\n"}));
+  CHECK(last.read_until("{\"status\":\"ok\"}"));
 }
 
 TEST_CASE("connections: with a low descriptor limit, idle clients beyond "

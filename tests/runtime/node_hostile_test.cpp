@@ -503,23 +503,27 @@ TEST_CASE("hostile: beyond node.max_connections new connections are closed at "
     return not_found(up, s);
   },
                     config};
-  // 40 allowed: 39 mid-request ones (an idle one would make room for a
-  // new connection: node_connections_test), then a 40th that is answered
+  // 40 allowed: 39 mid-request ones, each with its header whole and its
+  // body not sent (an idle one, or one whose header is not whole, would
+  // make room for a new connection: node_connections_test), then a 40th
+  // that is answered
   // (accepted after the 39, which connected before it: each loop's
   // listener accepts at once). No /status probe while full: it would be
   // the 41st.
   std::vector<std::unique_ptr<stream_client>> idle;
+  const std::string header_without_body =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+      "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n";
   for (int i = 0; i < 39; ++i) {
     idle.push_back(std::make_unique<stream_client>(node.port()));
-    net::write(idle.back()->stream.socket(),
-               net::buffer(std::string{"GET /healthz HTTP/1.1\r\n"}));
+    net::write(idle.back()->stream.socket(), net::buffer(header_without_body));
   }
   stream_client last{node.port()};
   last.send(http::verb::get, "/healthz");
   REQUIRE(last.read_until("{\"status\":\"ok\"}"));
-  // `last` is idle again now: once its next request has begun, none is.
-  net::write(last.stream.socket(),
-             net::buffer(std::string{"GET /healthz HTTP/1.1\r\n"}));
+  // `last` is idle again now: once its next request's header is in, none
+  // is.
+  net::write(last.stream.socket(), net::buffer(header_without_body));
   REQUIRE(eventually([&] {
     return node.front->open_connections() == 40 &&
            node.front->idle_connections() == 0;

@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace sluice;
@@ -107,7 +108,7 @@ TEST_CASE("access log: a flood of unauthenticated refusals writes at most "
 }
 
 TEST_CASE("access log: reopen after a rename writes to a new file at the "
-          "path; copytruncate needs no reopen") {
+          "path, and copytruncate needs no reopen") {
   auto path = temp_path("rotate");
   auto old = path + ".1";
   std::remove(path.c_str());
@@ -136,4 +137,21 @@ TEST_CASE("access log: reopen after a rename writes to a new file at the "
   CHECK(lines_of(path).size() == 1);
   std::remove(path.c_str());
   std::remove(old.c_str());
+}
+
+TEST_CASE("access log: a FIFO is refused at once, at the start and on a "
+          "reopen, instead of blocking until someone reads it") {
+  auto path = temp_path("fifo");
+  std::remove(path.c_str());
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(access_log{path},
+                    Catch::Contains("is not a regular file"));
+  // A file replaced by a FIFO after the start: the reopen refuses it and
+  // the log writes on to the file it had open.
+  auto file = temp_path("fifo-reopen");
+  std::remove(file.c_str());
+  access_log log{file};
+  REQUIRE(std::rename(path.c_str(), file.c_str()) == 0);
+  CHECK_FALSE(log.reopen());
+  std::remove(file.c_str());
 }

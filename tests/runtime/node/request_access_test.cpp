@@ -230,8 +230,15 @@ TEST_CASE("access: keyless operations refuse a rebound Host name") {
   // finding 2: they spend the node's upstream credentials).
   CHECK(decide_access(http::verb::post, "/v1/chat/completions", headers, ctx)
             .what == kind::forbidden);
-  // The admin listener serves names (scrapers use them).
+  // Nor on the admin listener: a page rebound to its address would read
+  // /status and /metrics (a GET to its own origin sends no Origin).
   ctx.on_admin_listener = true;
+  ctx.admin_listener_configured = true;
+  CHECK(decide_access(http::verb::get, "/metrics", headers, ctx).what ==
+        kind::forbidden);
+  // A scraper that uses a name gets it listed.
+  std::vector<std::string> names{"attacker.example"};
+  ctx.allowed_hosts = &names;
   CHECK(decide_access(http::verb::get, "/metrics", headers, ctx).what ==
         kind::allowed);
 }

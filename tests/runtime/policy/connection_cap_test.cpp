@@ -26,7 +26,7 @@ TEST_CASE("the connection cap fits under the descriptor limit") {
   CHECK(connection_cap(3, 16, 64) == 3);
 }
 
-TEST_CASE("idle connections make room oldest first; busy ones never") {
+TEST_CASE("idle connections make room oldest first, busy ones never") {
   idle_order<int> order;
   CHECK_FALSE(order.take_oldest());
   order.idle(1);

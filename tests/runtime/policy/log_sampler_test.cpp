@@ -14,7 +14,7 @@ using namespace std::chrono_literals;
 using namespace sluice::policy;
 using sluice::testing::t0;
 
-TEST_CASE("refusals of clients without a key are sampled; the rest is not") {
+TEST_CASE("refusals of clients without a key are sampled, the rest is not") {
   CHECK(sampled_line(401, false));
   CHECK(sampled_line(403, false));
   CHECK(sampled_line(400, false));
