@@ -67,15 +67,12 @@ int report(const std::string& origin, const sluice::config_error& e) {
   return exit_bad_config;
 }
 
-// Sets the CAF scheduler from the node settings; loads CAF's network layer
-// only for a config with remote sources.
+// Sets the CAF scheduler from the node settings. (Remote sources need no
+// CAF network layer: their transport is runtime/remote_link.hpp.)
 void configure_actors(caf::actor_system_config& caf_cfg,
                       const sluice::file_config& cfg) {
   auto& node = cfg.node;
   sluice::add_error_category(caf_cfg);
-  if (std::any_of(cfg.sources.begin(), cfg.sources.end(),
-                  [](auto& s) { return s.type == "remote"; }))
-    sluice::enable_remote_sources(caf_cfg);
   if (node.scheduler == "loops") {
     auto loops = node.loops != 0
                      ? node.loops
@@ -102,10 +99,14 @@ std::unique_ptr<sluice::runtime> build_runtime(caf::actor_system& sys,
 
 // --check-config: a dry run. Builds everything the start builds (the
 // runtime and its sources, in a throwaway actor system) but binds no
-// listener, so a config that passes here does not fail at start.
+// listener and connects to nothing: a remote source loads its
+// certificates and stays unconnected (a black-holed address must not hang
+// the check). A config that passes here does not fail at start.
 int check_config(const std::string& path) {
   try {
     auto cfg = sluice::load_config_file(path);
+    for (auto& s : cfg.sources)
+      s.remote.connect = false;
     caf::actor_system_config caf_cfg;
     configure_actors(caf_cfg, cfg);
     caf::actor_system sys{caf_cfg};
@@ -239,19 +240,6 @@ int main(int argc, char** argv) {
     sluice::config_reloader config_reload{*rt, cfg, config_path};
     sluice::http_front front{*rt, cfg.node};
     front.serve_reloads(config_reload);
-    // CAF's network layer is loaded only for a start with remote sources:
-    // a reload cannot add the first one.
-    config_reload.add_check(&sys, [&sys](const sluice::file_config& next) {
-      if (sys.has_middleman())
-        return;
-      for (auto& s : next.sources)
-        if (s.type == "remote")
-          throw sluice::config_error(
-              "sources." + s.name,
-              "a remote source needs CAF's network layer, which the node "
-              "loads only when it starts with one: restart to add it",
-              s.line);
-    });
     reloader = &config_reload;
     auto address = printable(cfg.node.listen_host, front.port());
     auto* loops = sluice::loop_scheduler::of(sys);
