@@ -10,8 +10,9 @@
 // requester terminates and the attempt is freed at once -- printed as "attempt
 // N freed: its requester went".
 //
-//   build/examples/remote_source --port 7300 --latency-ms 200 \
+//   build/examples/remote_source --port 7300 --latency-ms 200
 //     --ca-file nodes-ca.pem --cert-file tool.pem --key-file tool.key
+//     (one command)
 //   # in the node's config:
 //   #   [sources.tool]
 //   #   type = "remote"

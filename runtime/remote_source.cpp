@@ -165,9 +165,9 @@ struct served_conn : std::enable_shared_from_this<served_conn> {
             if (auto c = w.lock())
               c->on_frame(std::move(f));
           },
-          [w](const std::string&) {
+          [w](const std::string& why) {
             if (auto c = w.lock())
-              c->closed();
+              c->closed(why);
           });
       self->link->start();
     });
@@ -233,7 +233,9 @@ struct served_conn : std::enable_shared_from_this<served_conn> {
 
   // The node went (closed, reset, silent, refused frame): its attempts are
   // withdrawn.
-  void closed() {
+  void closed(const std::string& why) {
+    if (why.rfind("refused the peer's frame", 0) == 0)
+      ++host->stats.bad_frames;
     for (auto& [tag, r] : attempts)
       caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
     attempts.clear();
