@@ -25,6 +25,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "sluice/actors/loop_guard.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/runtime/policy/time.hpp"
 #include "sluice/runtime/remote_wire.hpp"
@@ -65,19 +66,29 @@ make_server_tls_context(const tls_files& files);
 std::shared_ptr<boost::asio::ssl::context>
 make_client_tls_context(const tls_files& files);
 
-/// Posts work to a loop that may have stopped: once `close`d, a post is
-/// dropped. CAF actors hold one to reach their link; the loop's owner
-/// closes it before it stops the loop, so nothing is posted to a loop
+/// Posts work to a loop that may have stopped: once `close`d, or once the
+/// loop's life token (a loop of the node's loop scheduler) says it is gone,
+/// a post is dropped. CAF actors hold one to reach their link; a loop's
+/// owner closes it before it stops the loop, so nothing is posted to a loop
 /// being destroyed.
 class loop_door {
 public:
-  explicit loop_door(boost::asio::io_context& ioc) : ioc_(&ioc) {}
+  explicit loop_door(boost::asio::io_context& ioc,
+                     std::shared_ptr<loop_life> life = nullptr)
+      : ioc_(&ioc), life_(std::move(life)) {}
 
   template <class F>
   bool post(F&& f) {
     std::lock_guard<std::mutex> guard{mx_};
     if (ioc_ == nullptr)
       return false;
+    if (life_) {
+      std::lock_guard<std::mutex> alive{life_->mx};
+      if (!life_->alive)
+        return false;
+      boost::asio::post(*ioc_, std::forward<F>(f));
+      return true;
+    }
     boost::asio::post(*ioc_, std::forward<F>(f));
     return true;
   }
@@ -90,6 +101,7 @@ public:
 private:
   std::mutex mx_;
   boost::asio::io_context* ioc_;
+  std::shared_ptr<loop_life> life_;
 };
 
 /// One authenticated connection carrying frames. Runs on its loop's

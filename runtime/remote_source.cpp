@@ -14,6 +14,7 @@
 
 #include "sluice/actors/io_thread.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_scheduler.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/remote_link.hpp"
@@ -410,6 +411,8 @@ struct dialer : std::enable_shared_from_this<dialer> {
   bool proven = false;
   std::shared_ptr<void> dialing;
   std::shared_ptr<remote::link> link;
+  /// The connector went: no more dials, no more news.
+  bool stopped = false;
 
   std::string where() const {
     return cfg.host + ":" + std::to_string(cfg.port);
@@ -422,6 +425,8 @@ struct dialer : std::enable_shared_from_this<dialer> {
   }
 
   void connect() {
+    if (stopped)
+      return;
     auto name = cfg.tls.server_name.empty() ? cfg.host : cfg.tls.server_name;
     dialing = remote::dial(
         ioc, door, tls, cfg.host, cfg.port, name, cfg.connect_timeout,
@@ -471,6 +476,8 @@ struct dialer : std::enable_shared_from_this<dialer> {
 
   void lost(const std::string& why) {
     link.reset();
+    if (stopped)
+      return;
     if (proven || backoff == duration::zero())
       logger().warn("remote source {}: lost ({}); its attempts fail "
                     "transient, reconnecting",
@@ -513,6 +520,7 @@ struct dialer : std::enable_shared_from_this<dialer> {
   }
 
   void stop() {
+    stopped = true;
     retry.cancel();
     dialing.reset();
     if (auto l = link)
@@ -523,8 +531,9 @@ struct dialer : std::enable_shared_from_this<dialer> {
 struct connector_state {
   remote_source_config cfg;
   std::shared_ptr<remote_link_health> health;
-  /// The loop of this source's link (none for a dry run). Destroyed with
-  /// the state: the door closed first, then the thread joined.
+  /// The loop of this source's link under CAF's own scheduler (none on the
+  /// loop scheduler, whose loops it uses, nor for a dry run). Destroyed
+  /// with the state: the door closed first, then the thread joined.
   std::unique_ptr<upstream::io_thread> thread;
   std::shared_ptr<remote::loop_door> door;
   std::shared_ptr<dialer> link;
@@ -640,16 +649,30 @@ caf::behavior connector(connector_actor* self, remote_source_config cfg,
       st.post(remote_wire::encode(frame_kind::cancel, tag, {}));
   });
   if (st.cfg.connect) {
-    st.thread = std::make_unique<upstream::io_thread>(
-        self->system(), "remote source " + st.cfg.host);
-    st.door = std::make_shared<remote::loop_door>(st.thread->loop());
-    st.link = std::make_shared<dialer>(st.thread->loop(), st.door,
-                                       std::move(tls), st.cfg,
+    // On the node's loops (the loop scheduler) the link takes one of them,
+    // in turn: no thread of its own, and nothing to join when it stops --
+    // a join on a loop's thread would stall it. Under CAF's own scheduler,
+    // a loop on a thread of its own, as the HTTP sources have.
+    net::io_context* ioc = nullptr;
+    std::shared_ptr<loop_life> life;
+    if (auto* loops = loop_scheduler::of(self->system())) {
+      static std::atomic<size_t> next_loop{0};
+      auto i = next_loop++ % loops->loops();
+      ioc = &loops->loop(i);
+      life = loops->life(i);
+    } else {
+      st.thread = std::make_unique<upstream::io_thread>(
+          self->system(), "remote source " + st.cfg.host);
+      ioc = &st.thread->loop();
+    }
+    st.door = std::make_shared<remote::loop_door>(*ioc, std::move(life));
+    st.link = std::make_shared<dialer>(*ioc, st.door, std::move(tls), st.cfg,
                                        caf::actor_cast<caf::actor>(self),
                                        st.health);
-    // The first dial is queued before the loop runs: nothing here waits.
+    // The first dial is queued: nothing here waits for the network.
     st.door->post([d = st.link] { d->connect(); });
-    st.thread->start();
+    if (st.thread)
+      st.thread->start();
   } else {
     st.health->set("not connected (a dry run)");
   }
