@@ -934,7 +934,7 @@ sources = ["tool"]
   // Mutual TLS only: no [tls], or a file that is missing or unusable, is
   // refused naming the key and its line.
   CHECK_THAT(refused("address = \"127.0.0.1:7300\"\n"),
-             StartsWith("sources.tool.tls line 2") && Contains("mutual TLS"));
+             StartsWith("sources.tool.tls line 1") && Contains("mutual TLS"));
   auto bad_cert = tls;
   bad_cert.replace(bad_cert.find(pki.file("client.pem")),
                    pki.file("client.pem").size(), pki.file("not_a_cert.pem"));
