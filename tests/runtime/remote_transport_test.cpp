@@ -201,7 +201,7 @@ bool stranger_gets_answer(uint16_t port, const std::string& cert,
 
 TEST_CASE_METHOD(fixture,
                  "remote: only a peer with a certificate by the configured CA "
-                 "gets an attempt served; strangers do not affect the source",
+                 "gets an attempt served, and strangers do not affect the source",
                  "[remote]") {
   auto node = spawn_remote_source(*sys, node_config(server->port()));
   REQUIRE(serves(node));
