@@ -49,14 +49,12 @@ std::shared_ptr<ssl::context> make_server_tls_context(const tls_files& files) {
   auto native = ctx->native_handle();
   SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
   ctx->set_options(ssl::context::default_workarounds |
-                   ssl::context::no_compression |
-                   ssl::context::single_dh_use);
+                   ssl::context::no_compression | ssl::context::single_dh_use);
   // An encrypted key would make OpenSSL ask for a passphrase on the
   // terminal: answer with none, so it is refused.
-  ctx->set_password_callback(
-      [](std::size_t, ssl::context::password_purpose) {
-        return std::string{};
-      });
+  ctx->set_password_callback([](std::size_t, ssl::context::password_purpose) {
+    return std::string{};
+  });
   // The point of it all: no certificate by the CA, no connection.
   ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
   error_code ec;
@@ -121,27 +119,26 @@ void link::start() {
 }
 
 void link::read() {
-  conn_->async_read_some(
-      net::buffer(in_), [self = shared_from_this()](error_code ec, size_t n) {
-        if (!self->open_)
-          return;
-        if (ec)
-          return self->close(ec == net::error::eof ||
-                                     upstream::is_end_of_stream(ec)
-                                 ? "closed by the peer"
-                                 : "read failed: " + ec.message());
-        self->last_read_ = std::chrono::steady_clock::now();
-        auto why = self->decoder_.feed(
-            self->in_.data(), n, [&](remote_wire::frame&& f) {
-              ++self->frames_in_;
-              if (f.kind != remote_wire::frame_kind::heartbeat && self->open_)
-                self->on_frame_(std::move(f));
-            });
-        if (why != nullptr)
-          return self->close(std::string{"refused the peer's frame: "} + why);
-        if (self->open_)
-          self->read();
-      });
+  conn_->async_read_some(net::buffer(in_), [self = shared_from_this()](
+                                               error_code ec, size_t n) {
+    if (!self->open_)
+      return;
+    if (ec)
+      return self->close(ec == net::error::eof || upstream::is_end_of_stream(ec)
+                             ? "closed by the peer"
+                             : "read failed: " + ec.message());
+    self->last_read_ = std::chrono::steady_clock::now();
+    auto why =
+        self->decoder_.feed(self->in_.data(), n, [&](remote_wire::frame&& f) {
+          ++self->frames_in_;
+          if (f.kind != remote_wire::frame_kind::heartbeat && self->open_)
+            self->on_frame_(std::move(f));
+        });
+    if (why != nullptr)
+      return self->close(std::string{"refused the peer's frame: "} + why);
+    if (self->open_)
+      self->read();
+  });
 }
 
 void link::send(std::string frame) {
@@ -208,7 +205,9 @@ using done_fn = std::function<void(std::unique_ptr<upstream::connection>,
 // One dial in progress: resolve (a name only), connect, handshake, all
 // under one deadline. Held by its caller; a resolver thread holds it weakly.
 struct dialing : std::enable_shared_from_this<dialing> {
-  dialing(net::io_context& ioc) : ioc(ioc), deadline(ioc) {}
+  dialing(net::io_context& ioc)
+      : ioc(ioc)
+      , deadline(ioc) {}
 
   net::io_context& ioc;
   net::steady_timer deadline;
@@ -250,8 +249,8 @@ struct dialing : std::enable_shared_from_this<dialing> {
     if (!conn->expect_peer(server_name, true))
       return finish(nullptr, "TLS settings refused (out of memory)");
     conn->tcp().async_connect(
-        endpoints, [self = shared_from_this()](error_code ec,
-                                               const tcp::endpoint&) {
+        endpoints,
+        [self = shared_from_this()](error_code ec, const tcp::endpoint&) {
           if (self->finished)
             return;
           if (ec)
@@ -274,12 +273,10 @@ struct dialing : std::enable_shared_from_this<dialing> {
 
 } // namespace
 
-std::shared_ptr<void> dial(net::io_context& ioc,
-                           std::shared_ptr<loop_door> door,
-                           std::shared_ptr<ssl::context> tls,
-                           const std::string& host, uint16_t port,
-                           const std::string& server_name, duration timeout,
-                           done_fn done) {
+std::shared_ptr<void>
+dial(net::io_context& ioc, std::shared_ptr<loop_door> door,
+     std::shared_ptr<ssl::context> tls, const std::string& host, uint16_t port,
+     const std::string& server_name, duration timeout, done_fn done) {
   auto d = std::make_shared<dialing>(ioc);
   d->tls = std::move(tls);
   d->server_name = server_name;

@@ -37,7 +37,8 @@ constexpr size_t remote_read_chunk_bytes = 16 * 1024;
 
 /// The most bytes queued for writing on one link; a peer that reads
 /// slower than this is dropped (its attempts fail), never buffered for.
-constexpr size_t max_remote_queued_bytes = 2 * remote_wire::max_remote_frame_bytes;
+constexpr size_t max_remote_queued_bytes =
+    2 * remote_wire::max_remote_frame_bytes;
 
 /// The heartbeat on a link, and the silence after which it is dropped (a
 /// link lost without a reset: a partition, a host powered off).
@@ -75,7 +76,8 @@ class loop_door {
 public:
   explicit loop_door(boost::asio::io_context& ioc,
                      std::shared_ptr<loop_life> life = nullptr)
-      : ioc_(&ioc), life_(std::move(life)) {}
+      : ioc_(&ioc)
+      , life_(std::move(life)) {}
 
   template <class F>
   bool post(F&& f) {

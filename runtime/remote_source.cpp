@@ -212,8 +212,8 @@ struct served_conn : std::enable_shared_from_this<served_conn> {
     attempt_sink sink{host->door, weak_from_this(), tag};
     auto count = host->in_flight;
     ++*count;
-    auto r = host->sys.spawn(requester, host->source, std::move(*req),
-                             streamed, std::move(sink));
+    auto r = host->sys.spawn(requester, host->source, std::move(*req), streamed,
+                             std::move(sink));
     caf::actor_cast<caf::abstract_actor*>(r)->attach_functor(
         [count](const caf::error&) { --*count; });
     attempts.emplace(tag, std::move(r));
@@ -245,19 +245,20 @@ struct served_conn : std::enable_shared_from_this<served_conn> {
 };
 
 void attempt_sink::reply(const source_reply& r) const {
-  door->post([c = conn, tag = tag,
-              f = remote_wire::encode_reply(tag, r)]() mutable {
-    if (auto s = c.lock())
-      s->finished(tag, std::move(f));
-  });
+  door->post(
+      [c = conn, tag = tag, f = remote_wire::encode_reply(tag, r)]() mutable {
+        if (auto s = c.lock())
+          s->finished(tag, std::move(f));
+      });
 }
 
 void attempt_sink::chunk(const std::string& bytes) const {
-  door->post([c = conn, tag = tag,
-              f = remote_wire::encode(frame_kind::chunk, tag, bytes)]() mutable {
-    if (auto s = c.lock())
-      s->chunk(tag, std::move(f));
-  });
+  door->post(
+      [c = conn, tag = tag,
+       f = remote_wire::encode(frame_kind::chunk, tag, bytes)]() mutable {
+        if (auto s = c.lock())
+          s->chunk(tag, std::move(f));
+      });
 }
 
 } // namespace
@@ -375,8 +376,7 @@ void validate(const remote_source_config& cfg) {
     throw field_error("reconnect_max", "must be at least reconnect_min");
   // The files are loaded here, so a config that names a missing or
   // unusable one is refused when it is read (and by --check-config).
-  with_tls_prefix(
-      [&] { remote::make_client_tls_context(files_of(cfg.tls)); });
+  with_tls_prefix([&] { remote::make_client_tls_context(files_of(cfg.tls)); });
 }
 
 namespace {
@@ -430,8 +430,8 @@ struct dialer : std::enable_shared_from_this<dialer> {
     auto name = cfg.tls.server_name.empty() ? cfg.host : cfg.tls.server_name;
     dialing = remote::dial(
         ioc, door, tls, cfg.host, cfg.port, name, cfg.connect_timeout,
-        [self = shared_from_this()](
-            std::unique_ptr<upstream::connection> conn, const std::string& why) {
+        [self = shared_from_this()](std::unique_ptr<upstream::connection> conn,
+                                    const std::string& why) {
           self->dialing.reset();
           if (!conn)
             return self->failed("cannot connect: " + why);
@@ -554,9 +554,8 @@ struct connector_state {
 
   void post(std::string f) {
     if (door)
-      door->post([d = link, f = std::move(f)]() mutable {
-        d->send(std::move(f));
-      });
+      door->post(
+          [d = link, f = std::move(f)]() mutable { d->send(std::move(f)); });
   }
 
   ~connector_state() {
@@ -611,8 +610,9 @@ void fail_pending(connector_actor* self, const char* why) {
 }
 
 // Ends attempt `i` (answered, or cut): no longer watched.
-void forget(connector_actor* self,
-            std::unordered_map<uint64_t, connector_state::attempt>::iterator i) {
+void forget(
+    connector_actor* self,
+    std::unordered_map<uint64_t, connector_state::attempt>::iterator i) {
   auto& st = self->state;
   if (i->second.requester) {
     st.by_requester.erase(i->second.requester);
@@ -666,9 +666,9 @@ caf::behavior connector(connector_actor* self, remote_source_config cfg,
       ioc = &st.thread->loop();
     }
     st.door = std::make_shared<remote::loop_door>(*ioc, std::move(life));
-    st.link = std::make_shared<dialer>(*ioc, st.door, std::move(tls), st.cfg,
-                                       caf::actor_cast<caf::actor>(self),
-                                       st.health);
+    st.link =
+        std::make_shared<dialer>(*ioc, st.door, std::move(tls), st.cfg,
+                                 caf::actor_cast<caf::actor>(self), st.health);
     // The first dial is queued: nothing here waits for the network.
     st.door->post([d = st.link] { d->connect(); });
     if (st.thread)

@@ -30,8 +30,8 @@ constexpr size_t header_bytes = 13;
 /// The longest payload a frame may announce: an answer body of 64 MiB
 /// (`max_remote_body_bytes`) with room for its other fields. A longer
 /// announcement closes the connection before anything is allocated.
-constexpr size_t max_remote_frame_bytes = (size_t{64} << 20) + (size_t{1}
-                                                                 << 16);
+constexpr size_t max_remote_frame_bytes =
+    (size_t{64} << 20) + (size_t{1} << 16);
 
 enum class frame_kind : uint8_t {
   /// node -> served: payload a `call_request` (without its actor handle).

@@ -309,8 +309,7 @@ void runtime::add_remote_source(const std::string& name,
 
 void runtime::add_source(const std::string& name, source_actor actor,
                          const source_settings& settings, bool self_timed,
-                         std::weak_ptr<direct_attempts> direct,
-                         bool own_actor,
+                         std::weak_ptr<direct_attempts> direct, bool own_actor,
                          std::shared_ptr<const remote_link_health> link) {
   auto key = "sources." + name;
   if (name.empty())

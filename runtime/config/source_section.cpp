@@ -227,8 +227,7 @@ source_decl read_source(const std::string& name, const toml::table& t) {
                   {text_field<&remote_tls_config::ca_file>("ca_file"),
                    text_field<&remote_tls_config::cert_file>("cert_file"),
                    text_field<&remote_tls_config::key_file>("key_file"),
-                   text_field<&remote_tls_config::server_name>(
-                       "server_name")});
+                   text_field<&remote_tls_config::server_name>("server_name")});
       tr->done();
     }
     r.done();

@@ -914,8 +914,7 @@ sources = ["tool"]
                    "[\"tool\"]\n" +
                    after);
     } catch (const config_error& e) {
-      return e.key() + " line " + std::to_string(e.line()) + ": " +
-             e.problem();
+      return e.key() + " line " + std::to_string(e.line()) + ": " + e.problem();
     }
     return {};
   };

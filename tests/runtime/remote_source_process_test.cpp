@@ -1,9 +1,9 @@
 // A source in another process (examples/remote_source, the program a team
 // copies) used by a sluice-node as `type = "remote"`, real processes both:
-// calls go through it, streamed ones too; killed mid-attempt, the attempt fails transient at
-// once and the call fails over, the breaker counting it; the node connects
-// again when it comes back; a call's cancellation (its attempt timed out)
-// reaches the remote side, which frees the attempt; a remote that dies is
+// calls go through it, streamed ones too; killed mid-attempt, the attempt fails
+// transient at once and the call fails over, the breaker counting it; the node
+// connects again when it comes back; a call's cancellation (its attempt timed
+// out) reaches the remote side, which frees the attempt; a remote that dies is
 // reported broken in /healthz and /status until it is back; a black-holed
 // remote address holds neither another remote source, nor the node's
 // shutdown, nor --check-config (which connects to nothing).
@@ -29,8 +29,8 @@
 
 using namespace std::chrono_literals;
 using sluice::testing::child_process;
-using sluice::testing::test_pki;
 using sluice::testing::node_process;
+using sluice::testing::test_pki;
 using sluice::testing::write_config;
 using namespace sluice::testing::loopback;
 
@@ -211,7 +211,8 @@ namespace {
 // an address that black-holes SYNs, offline.
 class black_hole {
 public:
-  black_hole() : acceptor_{ioc_} {
+  black_hole()
+      : acceptor_{ioc_} {
     namespace net = boost::asio;
     using tcp = net::ip::tcp;
     acceptor_.open(tcp::v4());
@@ -298,8 +299,9 @@ TEST_CASE("node: a black-holed remote address holds neither another remote "
       "[kinds.chat]\nmax_attempts = 2\nbackoff_base_s = 0.01\n"
       "[sources.hole]\ntype = \"remote\"\naddress = \"127.0.0.1:" +
       std::to_string(hole.port()) + "\"\nconnect_timeout_s = 30\n" +
-      node_tls("hole") + "[sources.tool]\ntype = \"remote\"\naddress = "
-                         "\"127.0.0.1:" +
+      node_tls("hole") +
+      "[sources.tool]\ntype = \"remote\"\naddress = "
+      "\"127.0.0.1:" +
       std::to_string(remote.port()) + "\"\n" + node_tls("tool") +
       "[routes.\"/v1/chat/completions\"]\nsources = [\"hole\", \"tool\"]\n";
   auto path = write_config("remotehole", config);
@@ -310,10 +312,10 @@ TEST_CASE("node: a black-holed remote address holds neither another remote "
     auto out = check.line();
     CHECK(check.wait_exit(std::chrono::seconds{20}) == 0);
     auto took = clock_type::now() - t0;
-    INFO(out << " in "
-             << std::chrono::duration_cast<std::chrono::milliseconds>(took)
-                    .count()
-             << " ms");
+    INFO(out
+         << " in "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+         << " ms");
     CHECK(took < 3s);
   }
   auto t0 = clock_type::now();

@@ -113,8 +113,8 @@ struct fixture {
     add_error_category(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
     source = counting_source(*sys, served);
-    server = std::make_unique<remote_source_server>(*sys, source, 0,
-                                                    server_tls());
+    server =
+        std::make_unique<remote_source_server>(*sys, source, 0, server_tls());
   }
 
   ~fixture() {
@@ -199,10 +199,11 @@ bool stranger_gets_answer(uint16_t port, const std::string& cert,
 
 } // namespace
 
-TEST_CASE_METHOD(fixture,
-                 "remote: only a peer with a certificate by the configured CA "
-                 "gets an attempt served, and strangers do not affect the source",
-                 "[remote]") {
+TEST_CASE_METHOD(
+    fixture,
+    "remote: only a peer with a certificate by the configured CA "
+    "gets an attempt served, and strangers do not affect the source",
+    "[remote]") {
   auto node = spawn_remote_source(*sys, node_config(server->port()));
   REQUIRE(serves(node));
   auto before = served->load();
@@ -248,8 +249,7 @@ TEST_CASE("remote: a frame header announcing 1 GiB is refused before any "
     auto why = d.feed(header.data(), header.size(),
                       [&](remote_wire::frame&&) { ++frames; });
     REQUIRE(why != nullptr);
-    CHECK(std::string{why}.find("max_remote_frame_bytes") !=
-          std::string::npos);
+    CHECK(std::string{why}.find("max_remote_frame_bytes") != std::string::npos);
     CHECK(frames == 0);
     // The header, and an empty string's inline buffer: no allocation.
     CHECK(d.held() <= remote_wire::header_bytes + sizeof(std::string));
@@ -292,8 +292,8 @@ TEST_CASE("remote: a frame header announcing 1 GiB is refused before any "
       net::write(s, net::buffer(header));
       CHECK(closed_within(s.next_layer().native_handle(), 5s));
     }
-    CHECK(eventually(
-        [&] { return f.server->stats().bad_frames.load() == 1; }, 5s));
+    CHECK(eventually([&] { return f.server->stats().bad_frames.load() == 1; },
+                     5s));
     auto grown = rss_bytes() > rss0 ? rss_bytes() - rss0 : 0;
     INFO("resident memory grew by " << grown / 1024 << " KiB");
     CHECK(grown < size_t{16} << 20);
@@ -339,8 +339,10 @@ TEST_CASE_METHOD(fixture,
   CHECK(ask(stuck, "x").find("not connected") != std::string::npos);
   // Its connect times out (it is never refused).
   CHECK(eventually(
-      [&] { return held->problem().value_or("").find("timed out") !=
-                   std::string::npos; },
+      [&] {
+        return held->problem().value_or("").find("timed out") !=
+               std::string::npos;
+      },
       5s));
   INFO("the black-holed link: " << held->problem().value_or("connected"));
   // Stopping while a connect is in progress costs nothing: the connector
@@ -370,8 +372,10 @@ TEST_CASE_METHOD(fixture,
   c.tls.ca_file = pki.file("other_ca.pem");
   auto node = spawn_remote_source(*sys, c, health);
   CHECK(eventually(
-      [&] { return health->problem().value_or("").find("TLS handshake") !=
-                   std::string::npos; },
+      [&] {
+        return health->problem().value_or("").find("TLS handshake") !=
+               std::string::npos;
+      },
       5s));
   CHECK(ask(node, "x").find("not connected") != std::string::npos);
   stop(node);
@@ -380,8 +384,10 @@ TEST_CASE_METHOD(fixture,
   auto health2 = std::make_shared<remote_link_health>();
   auto node2 = spawn_remote_source(*sys, named, health2);
   CHECK(eventually(
-      [&] { return health2->problem().value_or("").find("TLS handshake") !=
-                   std::string::npos; },
+      [&] {
+        return health2->problem().value_or("").find("TLS handshake") !=
+               std::string::npos;
+      },
       5s));
   stop(node2);
   CHECK(served->load() == 0);
@@ -400,8 +406,8 @@ TEST_CASE_METHOD(fixture,
   CHECK(eventually([&] { return health->problem().has_value(); }, 5s));
   INFO("why: " << health->problem().value_or(""));
   CHECK(ask(node, "x").find("not connected") != std::string::npos);
-  server = std::make_unique<remote_source_server>(*sys, source, port,
-                                                  server_tls());
+  server =
+      std::make_unique<remote_source_server>(*sys, source, port, server_tls());
   CHECK(serves(node));
   CHECK_FALSE(health->problem());
   stop(node);
