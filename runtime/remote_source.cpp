@@ -65,6 +65,10 @@ namespace {
 
 struct served_conn;
 
+/// The largest piece of a streamed answer one chunk frame carries (a
+/// source's bigger chunk crosses in pieces).
+constexpr size_t remote_chunk_bytes = size_t{1} << 20;
+
 // Where a requester's answer and chunks go: posted to the connection on its
 // loop (which may have gone: then they are dropped).
 struct attempt_sink {
@@ -245,20 +249,32 @@ struct served_conn : std::enable_shared_from_this<served_conn> {
 };
 
 void attempt_sink::reply(const source_reply& r) const {
-  door->post(
-      [c = conn, tag = tag, f = remote_wire::encode_reply(tag, r)]() mutable {
-        if (auto s = c.lock())
-          s->finished(tag, std::move(f));
-      });
+  // A body the node would refuse (its frame past the limit would close the
+  // connection, failing every attempt on it) fails this attempt alone.
+  auto f = r.body.size() <= max_remote_body_bytes
+               ? remote_wire::encode_reply(tag, r)
+               : remote_wire::encode_reply(
+                     tag, transient_reply("remote source answered a body "
+                                          "past 64 MiB"));
+  door->post([c = conn, tag = tag, f = std::move(f)]() mutable {
+    if (auto s = c.lock())
+      s->finished(tag, std::move(f));
+  });
 }
 
 void attempt_sink::chunk(const std::string& bytes) const {
-  door->post(
-      [c = conn, tag = tag,
-       f = remote_wire::encode(frame_kind::chunk, tag, bytes)]() mutable {
-        if (auto s = c.lock())
-          s->chunk(tag, std::move(f));
-      });
+  // Pieces of at most `remote_chunk_bytes`: any chunk a source sends fits a
+  // frame (the node bounds the stream's total).
+  size_t at = 0;
+  do {
+    auto f = remote_wire::encode(frame_kind::chunk, tag,
+                                 bytes.substr(at, remote_chunk_bytes));
+    door->post([c = conn, tag = tag, f = std::move(f)]() mutable {
+      if (auto s = c.lock())
+        s->chunk(tag, std::move(f));
+    });
+    at += remote_chunk_bytes;
+  } while (at < bytes.size());
 }
 
 } // namespace
