@@ -67,6 +67,14 @@ public:
                           std::forward<Handler>(handler));
   }
 
+  /// Runs the TLS server handshake (a secure connection only; a remote
+  /// source's served side, runtime/remote_link.hpp, accepts on `tcp()`).
+  template <class Handler>
+  void async_server_handshake(Handler&& handler) {
+    tls_->async_handshake(boost::asio::ssl::stream_base::server,
+                          std::forward<Handler>(handler));
+  }
+
   template <class MutableBuffers, class Handler>
   void async_read_some(const MutableBuffers& buffers, Handler&& handler) {
     if (tls_)

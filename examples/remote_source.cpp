@@ -11,13 +11,20 @@
 // N freed: its requester went".
 //
 //   build/examples/remote_source --port 7300 --latency-ms 200
+//     --ca-file nodes-ca.pem --cert-file tool.pem --key-file tool.key
+//     (one command)
 //   # in the node's config:
 //   #   [sources.tool]
 //   #   type = "remote"
 //   #   address = "127.0.0.1:7300"
+//   #   [sources.tool.tls]
+//   #   ca_file = "tools-ca.pem"      # signs tool.pem
+//   #   cert_file = "node.pem"        # signed by nodes-ca.pem
+//   #   key_file = "node.key"
 //
-// SECURITY: CAF's transport is neither authenticated nor encrypted; serve
-// on loopback (the default) or a private network, or behind a tunnel.
+// The connection is mutual TLS: only a node with a certificate by
+// `--ca-file` gets an attempt served, and the node checks this server's
+// certificate (runtime/remote_source.hpp).
 
 #include <csignal>
 #include <cstdio>
@@ -138,7 +145,7 @@ caf::behavior tool_stub(caf::stateful_actor<tool_stub_state>* self,
 
 int main(int argc, char** argv) {
   CLI::App app{"A remote source for sluice-node (type = \"remote\"): a tool "
-               "server stub served over CAF's network layer."};
+               "server stub served over mutual TLS."};
   std::string host = "127.0.0.1";
   uint16_t port = 7300;
   stub_settings cfg;
@@ -153,6 +160,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--seed", cfg.seed, "seed of the failures");
+  sluice::remote_tls_config tls;
+  app.add_option("--ca-file", tls.ca_file,
+                 "PEM CA whose certificates nodes must present")
+      ->required();
+  app.add_option("--cert-file", tls.cert_file,
+                 "PEM certificate (chain) of this server")
+      ->required();
+  app.add_option("--key-file", tls.key_file,
+                 "PEM (unencrypted) private key of --cert-file")
+      ->required();
   CLI11_PARSE(app, argc, argv);
   // SIGINT/SIGTERM end it; blocked before any thread starts, so that only
   // sigwait below takes them.
@@ -163,12 +180,11 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   caf::actor_system_config caf_cfg;
   sluice::add_error_category(caf_cfg);
-  sluice::enable_remote_sources(caf_cfg);
   caf::actor_system sys{caf_cfg};
   try {
     auto stub =
         caf::actor_cast<sluice::source_actor>(sys.spawn(tool_stub, cfg));
-    sluice::remote_source_server server{sys, stub, port, host};
+    sluice::remote_source_server server{sys, stub, port, tls, host};
     std::printf("remote source serving on %s:%u\n", host.c_str(),
                 static_cast<unsigned>(server.port()));
     std::fflush(stdout);

@@ -67,15 +67,12 @@ int report(const std::string& origin, const sluice::config_error& e) {
   return exit_bad_config;
 }
 
-// Sets the CAF scheduler from the node settings; loads CAF's network layer
-// only for a config with remote sources.
+// Sets the CAF scheduler from the node settings. (Remote sources need no
+// CAF network layer: their transport is runtime/remote_link.hpp.)
 void configure_actors(caf::actor_system_config& caf_cfg,
                       const sluice::file_config& cfg) {
   auto& node = cfg.node;
   sluice::add_error_category(caf_cfg);
-  if (std::any_of(cfg.sources.begin(), cfg.sources.end(),
-                  [](auto& s) { return s.type == "remote"; }))
-    sluice::enable_remote_sources(caf_cfg);
   if (node.scheduler == "loops") {
     auto loops = node.loops != 0
                      ? node.loops
@@ -103,12 +100,27 @@ std::unique_ptr<sluice::runtime> build_runtime(caf::actor_system& sys,
 // --check-config: a dry run. Applies the start's rules that need no
 // network (sluice::check_front_settings) and builds everything the start
 // builds (the runtime and its sources, in a throwaway actor system) but
-// binds no listener, so a config that passes here does not fail at start
-// -- unless a port is taken when it starts.
-int check_config(const std::string& path) {
+// binds no listener and connects to nothing: a remote source loads its
+// certificates and stays unconnected (a black-holed address must not hang
+// the check). A config that passes here does not fail at start -- unless
+// a port is taken when it starts.
+void apply_listen_flag(sluice::file_config& cfg,
+                       const std::optional<sluice::host_port>& listen) {
+  if (!listen)
+    return;
+  cfg.node.listen_host = listen->host;
+  cfg.node.listen_port = listen->port;
+  cfg.node.key_lines.erase("listen"); // a flag has no line
+}
+
+int check_config(const std::string& path,
+                 const std::optional<sluice::host_port>& listen) {
   try {
     auto cfg = sluice::load_config_file(path);
+    apply_listen_flag(cfg, listen); // checked as the start would run it
     sluice::check_front_settings(cfg.node);
+    for (auto& s : cfg.sources)
+      s.remote.connect = false;
     caf::actor_system_config caf_cfg;
     configure_actors(caf_cfg, cfg);
     caf::actor_system sys{caf_cfg};
@@ -185,7 +197,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (check->count() > 0)
-    return check_config(flags.check_config);
+    return check_config(flags.check_config, flags.listen);
   const auto& config_path = flags.config_path;
 
   sluice::file_config cfg;
@@ -194,11 +206,7 @@ int main(int argc, char** argv) {
     cfg = config_path.empty()
               ? sluice::parse_config(sluice::default_config_text(), "(default)")
               : sluice::load_config_file(config_path);
-    if (flags.listen) {
-      cfg.node.listen_host = flags.listen->host;
-      cfg.node.listen_port = flags.listen->port;
-      cfg.node.key_lines.erase("listen"); // a flag has no line
-    }
+    apply_listen_flag(cfg, flags.listen);
     // Before anything is built: as --check-config refuses it.
     sluice::check_front_settings(cfg.node);
   } catch (const sluice::config_error& e) {
@@ -248,19 +256,6 @@ int main(int argc, char** argv) {
     sluice::config_reloader config_reload{*rt, cfg, config_path};
     sluice::http_front front{*rt, cfg.node};
     front.serve_reloads(config_reload);
-    // CAF's network layer is loaded only for a start with remote sources:
-    // a reload cannot add the first one.
-    config_reload.add_check(&sys, [&sys](const sluice::file_config& next) {
-      if (sys.has_middleman())
-        return;
-      for (auto& s : next.sources)
-        if (s.type == "remote")
-          throw sluice::config_error(
-              "sources." + s.name,
-              "a remote source needs CAF's network layer, which the node "
-              "loads only when it starts with one: restart to add it",
-              s.line);
-    });
     reloader = &config_reload;
     running_front = &front;
     auto address = printable(cfg.node.listen_host, front.port());

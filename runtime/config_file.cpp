@@ -58,6 +58,10 @@ policy::source_print source_print(const toml::table& t, const source_decl& d) {
     out.upstream += "\n#tls " + file_print(d.http.tls->ca_file) + " " +
                     file_print(d.http.tls->client_cert) + " " +
                     file_print(d.http.tls->client_key);
+  if (d.type == "remote")
+    out.upstream += "\n#tls " + file_print(d.remote.tls.ca_file) + " " +
+                    file_print(d.remote.tls.cert_file) + " " +
+                    file_print(d.remote.tls.key_file);
   return out;
 }
 

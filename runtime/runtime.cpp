@@ -84,6 +84,9 @@ struct runtime::source_lifetime {
   std::shared_ptr<std::atomic<bool>> retired =
       std::make_shared<std::atomic<bool>>(false);
   std::vector<caf::actor> actors;
+  /// A remote source's link (null for the others): while it cannot serve,
+  /// the source is reported broken.
+  std::shared_ptr<const remote_link_health> link;
 
   void stop() const {
     for (auto& a : actors)
@@ -289,11 +292,12 @@ void runtime::add_remote_source(const std::string& name,
                                 const remote_source_config& remote,
                                 const source_settings& settings) {
   with_key_prefix("sources." + name, [&] { validate(remote); });
-  auto actor = spawn_remote_source(sys_, remote);
+  auto link = std::make_shared<remote_link_health>();
+  auto actor = spawn_remote_source(sys_, remote, link);
   try {
-    // A connector that died (CAF delivers a kill from the wire too) is
-    // reported broken, not left as a source that fails every attempt.
-    add_source(name, actor, settings, false, {}, true);
+    // A connector that died is reported broken, not left as a source that
+    // fails every attempt; so is one whose link is down.
+    add_source(name, actor, settings, false, {}, true, link);
   } catch (...) {
     caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
     throw;
@@ -305,8 +309,8 @@ void runtime::add_remote_source(const std::string& name,
 
 void runtime::add_source(const std::string& name, source_actor actor,
                          const source_settings& settings, bool self_timed,
-                         std::weak_ptr<direct_attempts> direct,
-                         bool own_actor) {
+                         std::weak_ptr<direct_attempts> direct, bool own_actor,
+                         std::shared_ptr<const remote_link_health> link) {
   auto key = "sources." + name;
   if (name.empty())
     throw config_error("sources", "a source needs a name");
@@ -328,6 +332,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
             settings.model_names);
   auto life = std::make_shared<source_lifetime>();
   life->actors = {handle.breaker.actor, handle.gate};
+  life->link = std::move(link);
   if (self_timed || own_actor)
     life->actors.push_back(caf::actor_cast<caf::actor>(handle.actor));
   // An actor of ours that dies is never reported healthy (its functor runs
@@ -356,8 +361,23 @@ bool runtime::broken(const std::string& name) const {
 
 std::vector<std::pair<std::string, std::string>>
 runtime::broken_sources() const {
+  // Remote links first (under the runtime's lock, which is never taken
+  // inside the health lock), then the dead actors, which win.
+  std::map<std::string, std::string> all;
+  {
+    std::shared_lock<std::shared_mutex> guard{mx_};
+    for (auto& [name, h] : sources_) {
+      auto life = std::static_pointer_cast<const source_lifetime>(h.lifetime);
+      if (!life || !life->link)
+        continue;
+      if (auto problem = life->link->problem())
+        all[name] = "remote: " + *problem;
+    }
+  }
   std::lock_guard<std::mutex> guard{health_->mx};
-  return {health_->broken.begin(), health_->broken.end()};
+  for (auto& [name, why] : health_->broken)
+    all[name] = why;
+  return {all.begin(), all.end()};
 }
 
 void runtime::check_started(duration timeout) const {
@@ -375,10 +395,13 @@ void runtime::check_started(duration timeout) const {
     ask(s.breaker.actor, s.name, "breaker", breaker_status{});
     ask(s.gate, s.name, "gate", gate_status{});
   }
-  auto dead = broken_sources();
-  if (!dead.empty())
-    throw config_error("sources." + dead.front().first,
-                       "did not start (" + dead.front().second + ")");
+  // Dead actors only: a remote source not connected yet does not stop the
+  // start (it connects in the background; its attempts fail over).
+  std::lock_guard<std::mutex> guard{health_->mx};
+  if (!health_->broken.empty())
+    throw config_error("sources." + health_->broken.begin()->first,
+                       "did not start (" + health_->broken.begin()->second +
+                           ")");
 }
 
 simulated_source

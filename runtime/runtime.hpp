@@ -31,6 +31,7 @@ namespace sluice {
 
 struct breaker_relay_stats;
 struct remote_source_config;
+class remote_link_health;
 
 /// One entry of a route's model table: calls whose `model` matches
 /// `pattern` (an exact name, or a glob such as "gpt-4o*"; see
@@ -335,7 +336,9 @@ public:
   bool broken(const std::string& name) const;
 
   /// Every broken source with what ended its actor (e.g. "breaker: an
-  /// exception escaped: std::bad_alloc"), by name.
+  /// exception escaped: std::bad_alloc"), by name -- and every remote
+  /// source that cannot serve now, with why ("remote: lost: closed by the
+  /// peer"; healthy again once it reconnects).
   std::vector<std::pair<std::string, std::string>> broken_sources() const;
 
   /// The startup check (and `sluice-node --check-config`'s dry run): asks
@@ -406,7 +409,8 @@ private:
   void add_source(const std::string& name, source_actor actor,
                   const source_settings& settings, bool self_timed,
                   std::weak_ptr<direct_attempts> direct = {},
-                  bool own_actor = false);
+                  bool own_actor = false,
+                  std::shared_ptr<const remote_link_health> link = nullptr);
 
   struct route_entry {
     /// The default plan (null: none).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "sluice/actors/sim_answers.hpp"
 #include "sluice/runtime/config/sections.hpp"
@@ -217,8 +218,34 @@ source_decl read_source(const std::string& name, const toml::table& t) {
                      "connect_timeout_s"),
                  span_field<&remote_source_config::reconnect_max>(
                      "reconnect_max_s")});
+    // Mutual TLS only: no plaintext mode to fall back to (validate refuses
+    // a missing file).
+    std::optional<table_reader> tr;
+    if (auto tls = r.table("tls")) {
+      tr.emplace(*tls, r.prefix() + ".tls");
+      read_fields(*tr, d.remote.tls,
+                  {text_field<&remote_tls_config::ca_file>("ca_file"),
+                   text_field<&remote_tls_config::cert_file>("cert_file"),
+                   text_field<&remote_tls_config::key_file>("key_file"),
+                   text_field<&remote_tls_config::server_name>("server_name")});
+      tr->done();
+    }
     r.done();
-    r.checked([&] { validate(d.remote); });
+    std::optional<std::string> problem;
+    try {
+      validate(d.remote);
+    } catch (const std::invalid_argument& e) {
+      problem = e.what();
+    }
+    if (problem && problem->compare(0, 4, "tls.") == 0) {
+      if (!tr)
+        r.fail("tls", "missing; a remote source is reached over mutual TLS "
+                      "only: [sources." +
+                          name + ".tls] with ca_file, cert_file, key_file");
+      tr->checked([&] { throw std::invalid_argument(problem->substr(4)); });
+    }
+    if (problem)
+      r.checked([&] { throw std::invalid_argument(*problem); });
     return d;
   }
   if (d.type == "http") {

@@ -377,7 +377,8 @@ void connection::handle() {
     return refuse(*choice.error, choice.why, keep_);
   switch (choice.to) {
   case endpoint::healthz:
-    return write(make_response(200, R"({"status":"ok"})", keep_, version_));
+    return write(
+        make_response(200, json_text(healthz_json(front_)), keep_, version_));
   case endpoint::admin_action:
     return admin_action(choice.arg);
   case endpoint::status:

@@ -140,6 +140,16 @@ json reload_json(const reload_outcome& r, std::vector<std::string> draining) {
           {"draining_sources", std::move(draining)}};
 }
 
+json healthz_json(front_state& front) {
+  auto broken = front.rt.broken_sources();
+  if (broken.empty())
+    return {{"status", "ok"}};
+  json why = json::object();
+  for (auto& [name, reason] : broken)
+    why[name] = reason;
+  return {{"status", "degraded"}, {"broken_sources", std::move(why)}};
+}
+
 json status_json(front_state& front, json scopes) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
   // ids themselves, which a client could use to join another's session.

@@ -50,6 +50,12 @@ nlohmann::json config_json(front_state& front);
 nlohmann::json reload_json(const reload_outcome& r,
                            std::vector<std::string> draining);
 
+/// The body of `GET /healthz`: `{"status":"ok"}`, or, while a source is
+/// broken (an actor of it died, a remote source's link is down),
+/// `{"status":"degraded","broken_sources":{"NAME":"why"}}`. Always a 200:
+/// the node itself serves (its other sources fail over).
+nlohmann::json healthz_json(front_state& front);
+
 /// The body of `GET /status`.
 nlohmann::json status_json(front_state& front, nlohmann::json scopes);
 

@@ -900,8 +900,12 @@ sources = ["a"]
                  Contains("unknown key"));
 }
 
-TEST_CASE("remote sources are read with their address and timeouts, and bad "
-          "ones refused naming the key") {
+TEST_CASE("remote sources are read with their address, timeouts and "
+          "certificates, and bad ones refused naming the key") {
+  auto& pki = sluice::testing::test_pki::get();
+  auto tls = "[sources.tool.tls]\nca_file = \"" + pki.file("ca.pem") +
+             "\"\ncert_file = \"" + pki.file("client.pem") +
+             "\"\nkey_file = \"" + pki.file("client.key") + "\"\n";
   auto cfg = parse_config(R"toml(
 [sources.tool]
 type = "remote"
@@ -910,7 +914,7 @@ connect_timeout_s = 0.5
 reconnect_max_s = 2
 [routes."/v1/chat/completions"]
 sources = ["tool"]
-)toml");
+)toml" + tls + "server_name = \"tools.internal\"\n");
   REQUIRE(cfg.sources.size() == 1);
   auto& s = cfg.sources[0];
   CHECK(s.type == "remote");
@@ -918,12 +922,19 @@ sources = ["tool"]
   CHECK(s.remote.port == 7300);
   CHECK(s.remote.connect_timeout == 500ms);
   CHECK(s.remote.reconnect_max == 2s);
-  auto refused = [](const std::string& body) -> std::string {
+  CHECK(s.remote.tls.ca_file == pki.file("ca.pem"));
+  CHECK(s.remote.tls.cert_file == pki.file("client.pem"));
+  CHECK(s.remote.tls.key_file == pki.file("client.key"));
+  CHECK(s.remote.tls.server_name == "tools.internal");
+  auto refused = [](const std::string& body,
+                    const std::string& after = "") -> std::string {
     try {
       parse_config("[sources.tool]\ntype = \"remote\"\n" + body +
-                   "[routes.\"/v1/chat/completions\"]\nsources = [\"tool\"]\n");
+                   "[routes.\"/v1/chat/completions\"]\nsources = "
+                   "[\"tool\"]\n" +
+                   after);
     } catch (const config_error& e) {
-      return e.key() + ": " + e.problem();
+      return e.key() + " line " + std::to_string(e.line()) + ": " + e.problem();
     }
     return {};
   };
@@ -939,4 +950,20 @@ sources = ["tool"]
              StartsWith("sources.tool.base_url"));
   CHECK_THAT(refused("address = \"127.0.0.1:7300\"\nconnect_timeout_s = 0\n"),
              StartsWith("sources.tool.connect_timeout"));
+  // Mutual TLS only: no [tls], or a file that is missing or unusable, is
+  // refused naming the key and its line.
+  CHECK_THAT(refused("address = \"127.0.0.1:7300\"\n"),
+             StartsWith("sources.tool.tls line 1") && Contains("mutual TLS"));
+  auto bad_cert = tls;
+  bad_cert.replace(bad_cert.find(pki.file("client.pem")),
+                   pki.file("client.pem").size(), pki.file("not_a_cert.pem"));
+  CHECK_THAT(refused("address = \"127.0.0.1:7300\"\n", bad_cert),
+             StartsWith("sources.tool.tls.cert_file line 8") &&
+                 Contains("no certificate"));
+  auto no_key = tls;
+  no_key.replace(no_key.find(pki.file("client.key")),
+                 pki.file("client.key").size(), "/nonexistent/node.key");
+  CHECK_THAT(refused("address = \"127.0.0.1:7300\"\n", no_key),
+             StartsWith("sources.tool.tls.key_file") &&
+                 Contains("cannot read"));
 }

@@ -283,6 +283,14 @@ TEST_CASE("node: --check-config applies the start's rules for listeners and "
   }
   struct stat st {};
   CHECK(::stat(missing_dir.c_str(), &st) != 0); // nothing created
+  // A --listen given with the check is checked as the start would use it
+  // (before: the check ignored it and passed).
+  auto path = write_file("start-rules-flag", "[node]\n" + minimal_routes);
+  node_run check{{"--check-config", path, "--listen", "0.0.0.0:0"}};
+  auto checked = check.rest();
+  CHECK(check.wait_exit() == 2);
+  CHECK(checked.find("node.listen 0.0.0.0") != std::string::npos);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("node: an admin listener on a port in use passes --check-config "
