@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <optional>
 
 #include <boost/asio/ip/address.hpp>
 
@@ -246,24 +247,35 @@ access_verdict decide_client(const http::fields& headers,
 
 } // namespace
 
-bool is_address_host(std::string_view host) {
-  // A Host header brackets an IPv6 address (parse_host_port would take a
-  // bare one when no port follows).
+namespace {
+
+// The host part of a Host header, in lower case, without its port;
+// nothing if the header is malformed. A Host header brackets an IPv6
+// address (parse_host_port would take a bare one when no port follows).
+std::optional<std::string> host_of(std::string_view host) {
   if (host.empty() ||
       (host.front() != '[' && host.find(':') != host.rfind(':')))
-    return false;
+    return std::nullopt;
   host_port hp;
   try {
     hp = parse_host_port(host, {uint16_t{80}, 0});
   } catch (const std::invalid_argument&) {
-    return false;
+    return std::nullopt;
   }
-  std::string lower;
-  for (char c : hp.host)
-    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto& c : hp.host)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::move(hp.host);
+}
+
+} // namespace
+
+bool is_address_host(std::string_view host) {
+  auto name = host_of(host);
+  if (!name)
+    return false;
   boost::system::error_code ec;
-  net::ip::make_address(lower, ec);
-  return !ec || lower == "localhost";
+  net::ip::make_address(*name, ec);
+  return !ec || *name == "localhost";
 }
 
 bool is_known_host(std::string_view host,
@@ -272,15 +284,8 @@ bool is_known_host(std::string_view host,
     return true;
   if (names.empty() || host.empty() || host.front() == '[')
     return false;
-  host_port hp;
-  try {
-    hp = parse_host_port(host, {uint16_t{80}, 0});
-  } catch (const std::invalid_argument&) {
-    return false;
-  }
-  for (auto& c : hp.host)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return std::find(names.begin(), names.end(), hp.host) != names.end();
+  auto name = host_of(host);
+  return name && std::find(names.begin(), names.end(), *name) != names.end();
 }
 
 void set_cors_headers(http::fields& h, std::string_view origin) {
