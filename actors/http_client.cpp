@@ -14,6 +14,7 @@
 #include <caf/actor.hpp>
 #include <caf/send.hpp>
 
+#include "sluice/actors/tcp_options.hpp"
 #include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
 #include "sluice/messages/atoms.hpp"
@@ -306,6 +307,7 @@ private:
         return setup_failed(ex);
       }
       ++stats_->connections_opened;
+      set_no_delay(ex->stream->tcp().socket());
       if (ex->stream->secure())
         return handshake(ex);
       send(ex);

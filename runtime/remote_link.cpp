@@ -12,6 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 
+#include "sluice/actors/tcp_options.hpp"
 #include "sluice/actors/http_source.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 
@@ -255,6 +256,7 @@ struct dialing : std::enable_shared_from_this<dialing> {
             return;
           if (ec)
             return self->finish(nullptr, "connect failed: " + ec.message());
+          set_no_delay(self->conn->tcp().socket());
           self->step = "TLS handshake";
           self->conn->async_handshake([self](error_code ec) {
             if (self->finished)

@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include "sluice/actors/tcp_options.hpp"
 #include "sluice/actors/io_thread.hpp"
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/loop_scheduler.hpp"
@@ -288,6 +289,7 @@ void remote_source_server::impl::accept() {
       return;
     if (!ec) {
       ++stats.accepted;
+      set_no_delay(c->conn->tcp().socket());
       if (conns.size() >= max_remote_connections) {
         c->conn->close(); // a flood costs it nothing more
       } else {

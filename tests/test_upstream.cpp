@@ -19,7 +19,7 @@ namespace {
 std::string keyword(const std::string& target) {
   static const char* known[] = {"ok",    "busy1",  "busy",  "down",
                                 "bad",   "auth",   "slow",  "cut",
-                                "stall", "stream", "teapot", "empty"};
+                                "stall", "stream", "teapot", "empty", "burst"};
   std::istringstream in{target.substr(0, target.find('?'))};
   std::string seg;
   while (std::getline(in, seg, '/'))
@@ -159,6 +159,24 @@ void test_upstream::serve(tcp::socket socket) {
         ++closed_by_client;
         return;
       }
+    } else if (what == "burst") {
+      // A whole stream in one write: the header, three events, [DONE] and
+      // the end (one read for the node).
+      auto chunk = [](const std::string& data) {
+        std::ostringstream out;
+        out << std::hex << data.size() << "\r\n" << data << "\r\n";
+        return out.str();
+      };
+      std::string all =
+          "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n";
+      for (int i = 0; i < 3; ++i)
+        all += chunk(sse_event(i));
+      all += chunk("data: [DONE]\n\n") + "0\r\n\r\n";
+      net::write(socket, net::buffer(all), ec);
+      if (ec || !req.keep_alive())
+        return;
+      continue;
     } else if (what == "stream" || what == "cut" || what == "stall") {
       // Chunked server-sent events, written as they are "generated".
       std::string head =

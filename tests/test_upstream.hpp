@@ -14,6 +14,8 @@
 //   stream  200 text/event-stream, 3 events 150 ms apart, then [DONE]
 //   cut     200 text/event-stream, one event, then closes mid-body
 //   stall   200 text/event-stream, one event, then 3 s of silence
+//   burst   200 text/event-stream, 3 events, [DONE] and the end, all in
+//           one write
 //
 // Anything else is 404. While `failing` is set every request gets 503; while
 // `hanging` is set every request is `slow`.

@@ -2,6 +2,7 @@
 // and its back-off when descriptors run out), the I/O threads, the /events
 // relay and pings, and the graceful stop. `http_front` is its facade.
 
+#include "sluice/actors/tcp_options.hpp"
 #include "sluice/runtime/http_front.hpp"
 
 #include <cerrno>
@@ -150,6 +151,7 @@ void admit(front_state& f, bool admin, tcp::socket socket) {
     socket.close(ignored);
     return;
   }
+  set_no_delay(socket);
   auto loop = loop_of(f, socket);
   std::shared_ptr<node::connection> c;
   try {

@@ -3,7 +3,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_cat.hpp>
 #include <boost/beast/http/chunk_encode.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+
+#include <string_view>
 
 #include "sluice/runtime/node/request_access.hpp"
 
@@ -26,26 +29,42 @@ void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
                        const std::string& allow_origin) {
   owner_ = owner;
   started_ = true;
-  header_.emplace(http::status::ok, version);
-  header_->set(http::field::server, "sluice-node");
-  header_->set(http::field::content_type, "text/event-stream");
-  header_->set(http::field::cache_control, "no-cache");
+  http::response<http::empty_body> header{http::status::ok, version};
+  header.set(http::field::server, "sluice-node");
+  header.set(http::field::content_type, "text/event-stream");
+  header.set(http::field::cache_control, "no-cache");
   if (!request_id.empty())
-    header_->set("X-Request-Id", request_id);
+    header.set("X-Request-Id", request_id);
   if (!allow_origin.empty())
-    set_cors_headers(*header_, allow_origin);
-  header_->keep_alive(keep_alive);
-  header_->chunked(true);
-  serializer_.emplace(*header_);
-  write_pending_ = true;
-  stream_.expires_after(stream_write_timeout);
-  // Write the header, then whatever was queued meanwhile.
-  http::async_write_header(
-      stream_, *serializer_,
-      [this, owner = std::move(owner)](beast::error_code ec, std::size_t) {
-        on_written(ec, 0);
-      });
+    set_cors_headers(header, allow_origin);
+  header.keep_alive(keep_alive);
+  header.chunked(true);
+  // The status line, the fields and the blank line, kept as bytes: they
+  // go out in the first write, with the first frame.
+  http::fields::writer text{header.base(), header.version(),
+                            header.result_int()};
+  auto bytes = text.get();
+  head_.resize(net::buffer_size(bytes));
+  net::buffer_copy(net::buffer(head_), bytes);
 }
+
+namespace {
+
+/// The frame's last event is `data: [DONE]`: an OpenAI stream's end, which
+/// the end of the chunked answer follows. A scan of its tail, no parse.
+bool ends_stream(const std::string& frame) {
+  static constexpr std::string_view done = "data: [DONE]";
+  std::string_view f{frame};
+  while (!f.empty() && (f.back() == '\n' || f.back() == '\r'))
+    f.remove_suffix(1);
+  if (f.size() < done.size() ||
+      f.substr(f.size() - done.size()) != done)
+    return false;
+  f.remove_suffix(done.size());
+  return f.empty() || f.back() == '\n';
+}
+
+} // namespace
 
 void sse_stream::push(std::string frame) {
   if (ended_ || finishing_ || frame.empty())
@@ -53,7 +72,10 @@ void sse_stream::push(std::string frame) {
   if (queued_bytes_ + frame.size() > limit_)
     return drop(); // a client that cannot keep up
   queued_bytes_ += frame.size();
+  bool last = ends_stream(frame);
   queue_.push_back(std::move(frame));
+  if (last)
+    return hold_write();
   write_next();
 }
 
@@ -75,45 +97,71 @@ void sse_stream::drop() {
   end_with(end::failed);
 }
 
+// The stream's last event came: its end (the call's result) usually
+// follows in the same round of the loop (the upstream's last read carried
+// both). Write after that round, so both leave in one write; a result that
+// comes later finds the frame written.
+void sse_stream::hold_write() {
+  if (held_ || write_pending_)
+    return; // a write in flight takes the frame when it completes
+  held_ = true;
+  net::post(stream_.get_executor(), [this, owner = owner_] {
+    auto alive = owner.lock();
+    if (!alive)
+      return;
+    held_ = false;
+    write_next();
+  });
+}
+
 void sse_stream::write_next() {
-  if (!started_ || write_pending_ || ended_)
+  if (!started_ || write_pending_ || ended_ || (held_ && !finishing_))
     return;
   auto owner = owner_.lock();
   if (!owner)
     return;
   if (queue_.empty() && !finishing_)
     return;
-  size_t bytes = 0;
+  // The queue becomes the write's, and the emptied vector of the last
+  // write takes new frames: both keep their capacity.
   in_write_.clear();
   buffers_.clear();
-  while (!queue_.empty()) {
-    bytes += queue_.front().size();
-    in_write_.push_back(std::move(queue_.front()));
-    queue_.pop_front();
-  }
-  for (auto& f : in_write_)
+  std::swap(queue_, in_write_);
+  size_t bytes = 0;
+  for (auto& f : in_write_) {
+    bytes += f.size();
     buffers_.emplace_back(net::buffer(f));
+  }
   bool last = finishing_;
   last_in_write_ = last;
   write_pending_ = true;
   stream_.expires_after(stream_write_timeout);
   auto done = [this, owner = std::move(owner), bytes](
                   beast::error_code ec, std::size_t) { on_written(ec, bytes); };
-  // All queued frames as one chunk (and the last chunk when finishing).
+  // The header the first time, then all queued frames as one chunk (and
+  // the last chunk when finishing): one write.
+  net::const_buffer head;
+  if (!head_sent_) {
+    head_sent_ = true;
+    head = net::buffer(head_);
+  }
   if (buffers_.empty())
-    net::async_write(stream_, http::make_chunk_last(), std::move(done));
+    net::async_write(stream_, beast::buffers_cat(head, http::make_chunk_last()),
+                     std::move(done));
   else if (last)
-    net::async_write(
-        stream_,
-        beast::buffers_cat(http::make_chunk(buffers_), http::make_chunk_last()),
-        std::move(done));
+    net::async_write(stream_,
+                     beast::buffers_cat(head, http::make_chunk(buffers_),
+                                        http::make_chunk_last()),
+                     std::move(done));
   else
-    net::async_write(stream_, http::make_chunk(buffers_), std::move(done));
+    net::async_write(stream_, beast::buffers_cat(head, http::make_chunk(buffers_)),
+                     std::move(done));
 }
 
 void sse_stream::on_written(beast::error_code ec, size_t frames_bytes) {
   write_pending_ = false;
-  // The write is over: its buffers may go now.
+  // The write is over: its buffers may go now (the header's too: it is
+  // sent once).
   in_write_.clear();
   buffers_.clear();
   queued_bytes_ -= frames_bytes;

@@ -22,18 +22,13 @@
 
 #include <chrono>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/serializer.hpp>
 
 namespace sluice::node {
 
@@ -64,9 +59,9 @@ public:
   sse_stream(const sse_stream&) = delete;
   sse_stream& operator=(const sse_stream&) = delete;
 
-  /// Sends the `200 text/event-stream` header (chunked); frames pushed
-  /// meanwhile wait for it. `owner` (the connection holding this stream)
-  /// is kept alive by every pending write.
+  /// Prepares the `200 text/event-stream` header (chunked): it goes out
+  /// with the first frame pushed (or the end), in one write. `owner` (the
+  /// connection holding this stream) is kept alive by every pending write.
   /// `request_id` (if not empty) goes out as `X-Request-Id`;
   /// `allow_origin` (if not empty) makes it readable by that web origin's
   /// pages (`set_cors_headers`).
@@ -75,7 +70,10 @@ public:
              const std::string& allow_origin = {});
 
   /// Queues `frame` (one or more whole SSE events). Drops the client when
-  /// the queue would pass the budget.
+  /// the queue would pass the budget. A frame ending a stream (its last
+  /// event is `data: [DONE]`) waits for the rest of the current round of
+  /// the loop, so that the end of the stream, when it follows at once,
+  /// goes out in the same write.
   void push(std::string frame);
 
   /// Queues the terminating chunk; `on_end(finished)` once it is out.
@@ -91,6 +89,7 @@ public:
 
 private:
   void write_next();
+  void hold_write();
   void on_written(boost::system::error_code ec, size_t frames_bytes);
   void end_with(end e);
 
@@ -98,14 +97,12 @@ private:
   size_t limit_;
   std::function<void(end)> on_end_;
   std::weak_ptr<void> owner_;
-  // The header and its serializer live as long as the stream: the header
-  // write refers to both until its handler runs.
-  std::optional<boost::beast::http::response<boost::beast::http::empty_body>>
-      header_;
-  std::optional<
-      boost::beast::http::response_serializer<boost::beast::http::empty_body>>
-      serializer_;
-  std::deque<std::string> queue_;
+  /// The response header, serialised; sent with the first write.
+  std::string head_;
+  bool head_sent_ = false;
+  /// Frames waiting for the next write. It and `in_write_` trade places at
+  /// each write, so neither allocates once both have grown.
+  std::vector<std::string> queue_;
   /// Frames of the write in flight, and their buffers: owned by it.
   std::vector<std::string> in_write_;
   std::vector<boost::asio::const_buffer> buffers_;
@@ -113,6 +110,8 @@ private:
   bool started_ = false;
   bool write_pending_ = false;
   bool finishing_ = false;
+  /// A write is held until the end of the loop's current round.
+  bool held_ = false;
   /// The write in flight carries the terminating chunk.
   bool last_in_write_ = false;
   bool ended_ = false;
