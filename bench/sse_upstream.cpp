@@ -1,0 +1,548 @@
+// A small, fast streaming upstream for bench/stream_compare.sh: one thread,
+// epoll, HTTP/1.1 keep-alive, plain POSIX. Every request (any method, any
+// path) is answered with a `text/event-stream` of EVENTS OpenAI-shaped
+// `chat.completion.chunk` events and `data: [DONE]`, chunked:
+//
+//   send 1:      the response head + event 1 as one chunk
+//   send 2..N:   event k as one chunk (one send() each, TCP_NODELAY: each
+//                leaves as its own segment, as tokens from a model would)
+//   send N+1:    `data: [DONE]` as one chunk + the last chunk `0\r\n\r\n`
+//
+// A send that would block (the client does not read) keeps what is left in
+// the connection's buffer, which is written on EPOLLOUT; meanwhile the
+// connection reads no further requests, and other connections go on.
+// Requests: the head up to CRLF CRLF (at most 64 KiB) and a Content-Length
+// body (at most 1 MiB); a connection breaking these limits, or sending a
+// chunked body, is closed. `Connection: close` (or HTTP/1.0 without
+// keep-alive) closes the connection once its answer is written.
+//
+//   sse_upstream PORT EVENTS      listens on 127.0.0.1:PORT
+//
+// SIGTERM or SIGINT: closes every connection and exits with status 0.
+// Built by bench/stream_compare.sh with `g++ -O2 -std=c++17`.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr size_t max_head_bytes = 64 * 1024;
+constexpr size_t max_body_bytes = 1024 * 1024;
+constexpr size_t read_chunk = 16 * 1024;
+
+// The answer's pieces, built once: `first` (head + event 1), `middle` (an
+// event, sent for events 2..N) and `last` ([DONE] + the last chunk).
+struct answer {
+  std::string first;
+  std::string middle;
+  std::string last;
+  long events = 0;
+};
+
+std::string as_chunk(std::string_view data) {
+  char size[32];
+  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string out = size;
+  out.append(data);
+  out.append("\r\n");
+  return out;
+}
+
+answer make_answer(long events) {
+  const std::string event =
+      "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\","
+      "\"created\":1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,"
+      "\"delta\":{\"content\":\"tok\"},\"finish_reason\":null}]}\n\n";
+  const std::string head = "HTTP/1.1 200 OK\r\n"
+                           "Content-Type: text/event-stream\r\n"
+                           "Cache-Control: no-cache\r\n"
+                           "Transfer-Encoding: chunked\r\n"
+                           "\r\n";
+  answer a;
+  a.events = events;
+  a.middle = as_chunk(event);
+  a.first = head;
+  if (events > 0)
+    a.first += a.middle;
+  a.last = as_chunk("data: [DONE]\n\n") + "0\r\n\r\n";
+  return a;
+}
+
+struct connection {
+  int fd = -1;
+  std::string in;         // bytes read, from `in_pos` on not yet consumed
+  size_t in_pos = 0;      // start of the current request in `in`
+  size_t scanned = 0;     // `in` from in_pos up to here holds no CRLF CRLF
+  std::string out;        // bytes a send could not take yet
+  size_t out_pos = 0;     // the first of them not yet sent
+  bool writing = false;   // epoll waits for EPOLLOUT (not EPOLLIN)
+  bool close_after = false; // close once `out` is empty
+};
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    unsigned char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z')
+      x = x - 'A' + 'a';
+    if (y >= 'A' && y <= 'Z')
+      y = y - 'A' + 'a';
+    if (x != y)
+      return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// True when `list` (a comma-separated header value) holds `token`.
+bool has_token(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    auto item = trim(list.substr(0, comma));
+    if (iequals(item, token))
+      return true;
+    if (comma == std::string_view::npos)
+      break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// What a request head says about the request's framing.
+struct head_info {
+  bool ok = false;        // false: close the connection
+  size_t body = 0;        // Content-Length
+  bool close = false;     // close the connection after the answer
+};
+
+head_info parse_head(std::string_view head) {
+  head_info h;
+  auto eol = head.find("\r\n");
+  auto request_line = head.substr(0, eol);
+  auto sp = request_line.rfind(' ');
+  if (sp == std::string_view::npos)
+    return h;
+  auto version = request_line.substr(sp + 1);
+  bool http10 = version == "HTTP/1.0";
+  if (!http10 && version != "HTTP/1.1")
+    return h;
+  bool keep_alive = false;
+  bool have_length = false;
+  size_t pos = eol == std::string_view::npos ? head.size() : eol + 2;
+  while (pos < head.size()) {
+    auto end = head.find("\r\n", pos);
+    if (end == std::string_view::npos)
+      end = head.size();
+    auto line = head.substr(pos, end - pos);
+    pos = end + 2;
+    auto colon = line.find(':');
+    if (colon == std::string_view::npos)
+      continue;
+    auto name = line.substr(0, colon);
+    auto value = trim(line.substr(colon + 1));
+    if (iequals(name, "content-length")) {
+      if (value.empty() || value.size() > 9)
+        return h; // also: more than max_body_bytes
+      size_t n = 0;
+      for (char c : value) {
+        if (c < '0' || c > '9')
+          return h;
+        n = n * 10 + static_cast<size_t>(c - '0');
+      }
+      if (have_length && n != h.body)
+        return h;
+      have_length = true;
+      h.body = n;
+    } else if (iequals(name, "transfer-encoding")) {
+      return h; // a chunked request body: not ours to read
+    } else if (iequals(name, "connection")) {
+      if (has_token(value, "close"))
+        h.close = true;
+      if (has_token(value, "keep-alive"))
+        keep_alive = true;
+    }
+  }
+  if (h.body > max_body_bytes)
+    return h;
+  if (http10 && !keep_alive)
+    h.close = true;
+  h.ok = true;
+  return h;
+}
+
+class server {
+public:
+  server(int listener, int sigfd, long events)
+      : listener_(listener), sigfd_(sigfd), answer_(make_answer(events)) {}
+
+  int run() {
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    if (ep_ < 0)
+      return fail("epoll_create1");
+    if (!watch(listener_, EPOLLIN, EPOLL_CTL_ADD) ||
+        !watch(sigfd_, EPOLLIN, EPOLL_CTL_ADD))
+      return fail("epoll_ctl");
+    std::vector<epoll_event> ready(256);
+    for (;;) {
+      int n = epoll_wait(ep_, ready.data(), static_cast<int>(ready.size()), -1);
+      if (n < 0) {
+        if (errno == EINTR)
+          continue;
+        return fail("epoll_wait");
+      }
+      for (int i = 0; i < n; ++i) {
+        int fd = ready[i].data.fd;
+        uint32_t ev = ready[i].events;
+        if (fd == sigfd_) {
+          shutdown_all();
+          return 0;
+        }
+        if (fd == listener_) {
+          accept_all();
+          continue;
+        }
+        on_event(fd, ev);
+      }
+    }
+  }
+
+private:
+  static int fail(const char* what) {
+    std::fprintf(stderr, "sse_upstream: %s: %s\n", what, std::strerror(errno));
+    return 1;
+  }
+
+  bool watch(int fd, uint32_t events, int op) {
+    epoll_event e{};
+    e.events = events;
+    e.data.fd = fd;
+    return epoll_ctl(ep_, op, fd, &e) == 0;
+  }
+
+  void accept_all() {
+    for (;;) {
+      int fd = accept4(listener_, nullptr, nullptr,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED)
+          continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+          std::fprintf(stderr, "sse_upstream: accept: %s\n",
+                       std::strerror(errno));
+        return;
+      }
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (!watch(fd, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_ADD)) {
+        ::close(fd);
+        continue;
+      }
+      if (static_cast<size_t>(fd) >= conns_.size())
+        conns_.resize(static_cast<size_t>(fd) + 64);
+      conns_[fd] = std::make_unique<connection>();
+      conns_[fd]->fd = fd;
+    }
+  }
+
+  void drop(int fd) {
+    epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    conns_[fd].reset();
+  }
+
+  void shutdown_all() {
+    for (auto& c : conns_)
+      if (c)
+        drop(c->fd);
+    ::close(listener_);
+    ::close(ep_);
+  }
+
+  void on_event(int fd, uint32_t ev) {
+    if (static_cast<size_t>(fd) >= conns_.size() || !conns_[fd])
+      return;
+    connection& c = *conns_[fd];
+    if (ev & EPOLLERR) {
+      drop(fd);
+      return;
+    }
+    if (c.writing) {
+      if (ev & EPOLLHUP) {
+        drop(fd);
+        return;
+      }
+      if (ev & EPOLLOUT)
+        flush(c);
+      return;
+    }
+    if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
+      read_some(c);
+  }
+
+  // Reads what there is, then answers every complete request in `in`.
+  void read_some(connection& c) {
+    const int fd = c.fd;
+    for (;;) {
+      size_t old = c.in.size();
+      c.in.resize(old + read_chunk);
+      ssize_t n = ::recv(fd, &c.in[old], read_chunk, 0);
+      if (n > 0) {
+        c.in.resize(old + static_cast<size_t>(n));
+        if (static_cast<size_t>(n) < read_chunk)
+          break;
+        // The buffer could hold more: bound what one connection takes in
+        // before answering (a client sending a large head or body).
+        if (c.in.size() - c.in_pos > max_head_bytes + max_body_bytes + 4)
+          break;
+        continue;
+      }
+      c.in.resize(old);
+      if (n == 0) { // the peer closed (or half-closed its side): answer
+        c.close_after = true; // what came before, then close
+        break;
+      }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        break;
+      drop(fd);
+      return;
+    }
+    serve(c);
+    // At the peer's end of input (close_after) with nothing left to write:
+    // serve() answered what there was, the connection ends here.
+    if (conns_[fd] && c.close_after && !c.writing)
+      drop(fd);
+  }
+
+  // Answers the complete requests in `in` until one answer is left waiting
+  // for EPOLLOUT. Drops the connection on a broken or oversized request.
+  void serve(connection& c) {
+    const int fd = c.fd;
+    while (!c.writing) {
+      std::string_view buffered(c.in);
+      buffered.remove_prefix(c.in_pos);
+      size_t from = c.scanned > 3 ? c.scanned - 3 : 0;
+      auto end = buffered.find("\r\n\r\n", from);
+      if (end == std::string_view::npos) {
+        if (buffered.size() > max_head_bytes) {
+          drop(fd);
+          return;
+        }
+        c.scanned = buffered.size();
+        break;
+      }
+      if (end + 4 > max_head_bytes) {
+        drop(fd);
+        return;
+      }
+      head_info h = parse_head(buffered.substr(0, end + 2));
+      if (!h.ok) {
+        drop(fd);
+        return;
+      }
+      size_t total = end + 4 + h.body;
+      if (buffered.size() < total) {
+        c.scanned = end; // the head is found again next time, cheaply
+        break;
+      }
+      c.in_pos += total;
+      c.scanned = 0;
+      if (h.close)
+        c.close_after = true;
+      if (!answer_request(c))
+        return; // dropped
+      if (c.close_after) {
+        if (!c.writing)
+          drop(fd);
+        return;
+      }
+    }
+    // Keep the buffer small: move what is left to its start.
+    if (c.in_pos > 0 && (c.in_pos == c.in.size() || c.in_pos > 64 * 1024)) {
+      c.in.erase(0, c.in_pos);
+      c.in_pos = 0;
+    }
+  }
+
+  // Sends the answer, one send() per piece; false when the connection was
+  // dropped.
+  bool answer_request(connection& c) {
+    if (!send_piece(c, answer_.first))
+      return false;
+    for (long k = 1; k < answer_.events; ++k)
+      if (!send_piece(c, answer_.middle))
+        return false;
+    return send_piece(c, answer_.last);
+  }
+
+  // One send() of `piece`, or its rest to `out` when the socket is full
+  // (and everything after it, in order, until `out` is written).
+  bool send_piece(connection& c, const std::string& piece) {
+    if (c.writing) {
+      c.out.append(piece);
+      return true;
+    }
+    size_t done = 0;
+    while (done < piece.size()) {
+      ssize_t n = ::send(c.fd, piece.data() + done, piece.size() - done,
+                         MSG_NOSIGNAL);
+      if (n >= 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        c.out.assign(piece, done, std::string::npos);
+        c.out_pos = 0;
+        c.writing = true;
+        if (!watch(c.fd, EPOLLOUT, EPOLL_CTL_MOD)) {
+          drop(c.fd);
+          return false;
+        }
+        return true;
+      }
+      drop(c.fd);
+      return false;
+    }
+    return true;
+  }
+
+  // EPOLLOUT: writes what is left; once all is out, reads again (and
+  // answers requests that came in meanwhile).
+  void flush(connection& c) {
+    const int fd = c.fd;
+    while (c.out_pos < c.out.size()) {
+      ssize_t n = ::send(fd, c.out.data() + c.out_pos,
+                         c.out.size() - c.out_pos, MSG_NOSIGNAL);
+      if (n >= 0) {
+        c.out_pos += static_cast<size_t>(n);
+        continue;
+      }
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return;
+      drop(fd);
+      return;
+    }
+    c.out.clear();
+    c.out.shrink_to_fit();
+    c.out_pos = 0;
+    c.writing = false;
+    if (c.close_after) {
+      drop(fd);
+      return;
+    }
+    if (!watch(fd, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_MOD)) {
+      drop(fd);
+      return;
+    }
+    serve(c);
+  }
+
+  int listener_;
+  int sigfd_;
+  int ep_ = -1;
+  answer answer_;
+  std::vector<std::unique_ptr<connection>> conns_;
+};
+
+bool parse_long(const char* s, long lo, long hi, long& out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+    return false;
+  out = v;
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  long port = 0, events = 0;
+  if (argc != 3 || !parse_long(argv[1], 1, 65535, port) ||
+      !parse_long(argv[2], 0, 1000000, events)) {
+    std::fprintf(stderr, "usage: %s PORT EVENTS   (PORT 1-65535, EVENTS "
+                         "0-1000000; listens on 127.0.0.1:PORT)\n",
+                 argv[0]);
+    return 2;
+  }
+
+  // Many connections at once: as many descriptors as allowed.
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+
+  // SIGTERM and SIGINT arrive as a readable descriptor in the loop.
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
+    std::perror("sse_upstream: sigprocmask");
+    return 1;
+  }
+  int sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sigfd < 0) {
+    std::perror("sse_upstream: signalfd");
+    return 1;
+  }
+  signal(SIGPIPE, SIG_IGN);
+
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    std::perror("sse_upstream: socket");
+    return 1;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    std::fprintf(stderr, "sse_upstream: bind 127.0.0.1:%ld: %s\n", port,
+                 std::strerror(errno));
+    return 1;
+  }
+  if (listen(fd, 4096) != 0) {
+    std::perror("sse_upstream: listen");
+    return 1;
+  }
+  std::fprintf(stderr, "sse_upstream: 127.0.0.1:%ld, %ld events per answer\n",
+               port, events);
+  server s(fd, sigfd, events);
+  int rc = s.run();
+  ::close(sigfd);
+  return rc;
+}
