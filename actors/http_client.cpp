@@ -211,6 +211,8 @@ private:
   void expire_at(const exchange_ptr& ex, time_point at) {
     if (!ex->alarm)
       ex->alarm = time_.make_alarm(ioc_);
+    else if (ex->alarm->move_to(at))
+      return; // the same handler: nothing made per read
     ex->alarm->set(at, [w = std::weak_ptr<exchange>{ex}] {
       if (auto ex = w.lock()) {
         ex->timed_out = true;

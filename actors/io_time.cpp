@@ -28,23 +28,22 @@ public:
   ~steady_alarm() override { cancel(); }
 
   void set(time_point at, std::function<void()> fire) override {
-    auto& s = *state_;
-    auto gen = ++s.generation;
-    s.fire = std::move(fire);
-    s.timer.expires_at(at);
-    s.timer.async_wait([st = state_, gen](const boost::system::error_code&) {
-      if (st->generation != gen || !st->fire)
-        return;
-      auto f = std::move(st->fire);
-      st->fire = nullptr;
-      f();
-    });
+    state_->fire = std::move(fire);
+    schedule(at);
+  }
+
+  bool move_to(time_point at) override {
+    if (!state_->fire)
+      return false;
+    schedule(at);
+    return true;
   }
 
   void cancel() noexcept override {
     auto& s = *state_;
     ++s.generation;
     s.fire = nullptr;
+    s.waiting = false;
     try {
       s.timer.cancel(); // throws only for a timer that failed to build
     } catch (...) {
@@ -60,7 +59,42 @@ private:
     net::steady_timer timer;
     uint64_t generation = 0;
     std::function<void()> fire;
+    /// When `fire` is due.
+    time_point due{};
+    /// A wait is pending on `timer`, for `armed_at` (<= `due`).
+    bool waiting = false;
+    time_point armed_at{};
   };
+
+  // Due at `at`: a pending wait for an instant not after it stays (it
+  // waits again for the rest when it fires); else the timer is set again.
+  void schedule(time_point at) {
+    auto& s = *state_;
+    s.due = at;
+    if (s.waiting && s.armed_at <= at)
+      return;
+    arm(state_, at);
+  }
+
+  static void arm(const std::shared_ptr<state>& st, time_point at) {
+    auto gen = ++st->generation;
+    st->waiting = true;
+    st->armed_at = at;
+    st->timer.expires_at(at); // a pending wait ends, stale
+    st->timer.async_wait([st, gen](const boost::system::error_code&) {
+      if (st->generation != gen)
+        return; // stale: set again, or cancelled
+      st->waiting = false;
+      if (!st->fire)
+        return;
+      if (steady::now() < st->due)
+        return arm(st, st->due); // moved later meanwhile
+      auto f = std::move(st->fire);
+      st->fire = nullptr;
+      f();
+    });
+  }
+
   std::shared_ptr<state> state_;
 };
 

@@ -28,6 +28,14 @@ public:
   /// the alarm is set again, cancelled or destroyed first: then never.
   virtual void set(time_point at, std::function<void()> fire) = 0;
 
+  /// As `set(at, ...)` with the handler of the last `set`, if the alarm
+  /// still has it (neither fired nor cancelled since): returns false, and
+  /// does nothing, otherwise. For a deadline that moves often (a stream's
+  /// idle deadline moves at each read): no new handler is made, and an
+  /// alarm moved later is not re-armed (its timer fires at the earlier
+  /// instant and waits again for the rest).
+  virtual bool move_to(time_point at) = 0;
+
   virtual void cancel() noexcept = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "sluice/actors/upstream_response.hpp"
 
+#include "sluice/actors/piece_pool.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -194,7 +196,9 @@ const response_reader::header_type& response_reader::header() const {
 }
 
 std::string response_reader::take_body() {
-  std::string out;
+  // The body goes on; the parser reads on into a string kept from an
+  // earlier piece (`piece_pool`), with the room it had.
+  std::string out = take_piece();
   out.swap(parser_->get().body().data);
   body_taken_ += out.size();
   return out;

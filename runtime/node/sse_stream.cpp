@@ -8,6 +8,7 @@
 
 #include <string_view>
 
+#include "sluice/actors/piece_pool.hpp"
 #include "sluice/runtime/node/request_access.hpp"
 
 namespace sluice::node {
@@ -160,8 +161,10 @@ void sse_stream::write_next() {
 
 void sse_stream::on_written(beast::error_code ec, size_t frames_bytes) {
   write_pending_ = false;
-  // The write is over: its buffers may go now (the header's too: it is
-  // sent once).
+  // The write is over: its buffers may go now, their strings to be read
+  // into again (`piece_pool`).
+  for (auto& f : in_write_)
+    give_back_piece(std::move(f));
   in_write_.clear();
   buffers_.clear();
   queued_bytes_ -= frames_bytes;

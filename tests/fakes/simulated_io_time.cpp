@@ -32,6 +32,15 @@ public:
     slot_->fire = std::move(fire);
   }
 
+  bool move_to(time_point at) override {
+    std::lock_guard<std::mutex> guard{time_.mx_};
+    if (!slot_->armed || !slot_->fire)
+      return false;
+    ++slot_->generation;
+    slot_->at = at;
+    return true;
+  }
+
   void cancel() noexcept override {
     std::lock_guard<std::mutex> guard{time_.mx_};
     ++slot_->generation;
