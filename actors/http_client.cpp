@@ -14,6 +14,7 @@
 #include <caf/actor.hpp>
 #include <caf/send.hpp>
 
+#include "sluice/actors/handler_memory.hpp"
 #include "sluice/actors/tcp_options.hpp"
 #include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
@@ -72,6 +73,9 @@ private:
     /// The current step's deadline, and whether it passed (it closed the
     /// connection under the step).
     std::unique_ptr<io_alarm> alarm;
+    /// The state of its reads, one at a time: reused (no allocation per
+    /// read of a stream).
+    handler_memory read_memory;
     bool timed_out = false;
     /// Why the connection could not be set up, for the reply's body (a
     /// TLS refusal's reason; empty: the generic note).
@@ -442,9 +446,11 @@ private:
       return;
     ex->stream->async_read_some(
         ex->reader->prepare(),
-        guarded(ex, "read", [this, ex](beast::error_code ec, std::size_t n) {
-          on_read(ex, ec, n);
-        }));
+        bind_memory(ex->read_memory,
+                    guarded(ex, "read",
+                            [this, ex](beast::error_code ec, std::size_t n) {
+                              on_read(ex, ec, n);
+                            })));
   }
 
   void on_read(const exchange_ptr& ex, beast::error_code ec, std::size_t n) {

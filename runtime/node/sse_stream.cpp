@@ -1,11 +1,10 @@
 #include "sluice/runtime/node/sse_stream.hpp"
 
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/buffers_cat.hpp>
-#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
 
+#include <array>
 #include <string_view>
 
 #include "sluice/actors/piece_pool.hpp"
@@ -64,6 +63,38 @@ bool ends_stream(const std::string& frame) {
   f.remove_suffix(done.size());
   return f.empty() || f.back() == '\n';
 }
+
+constexpr char crlf[] = "\r\n";
+constexpr char last_chunk[] = "0\r\n\r\n";
+
+/// Writes `size`'s chunk size line ("1a2\r\n") into `out`; returns its
+/// length.
+size_t chunk_size_line(size_t size, std::array<char, 20>& out) {
+  static constexpr char digits[] = "0123456789abcdef";
+  char tmp[16];
+  size_t n = 0;
+  do {
+    tmp[n++] = digits[size & 0xf];
+    size >>= 4;
+  } while (size != 0);
+  size_t len = 0;
+  while (n > 0)
+    out[len++] = tmp[--n];
+  out[len++] = '\r';
+  out[len++] = '\n';
+  return len;
+}
+
+/// A view of buffers a stream keeps: what Asio copies at each step of a
+/// write is this pointer and count, never the buffers.
+struct buffer_span {
+  using value_type = net::const_buffer;
+  using const_iterator = const net::const_buffer*;
+  const net::const_buffer* first;
+  size_t count;
+  const_iterator begin() const noexcept { return first; }
+  const_iterator end() const noexcept { return first + count; }
+};
 
 } // namespace
 
@@ -126,37 +157,39 @@ void sse_stream::write_next() {
   // The queue becomes the write's, and the emptied vector of the last
   // write takes new frames: both keep their capacity.
   in_write_.clear();
-  buffers_.clear();
   std::swap(queue_, in_write_);
   size_t bytes = 0;
-  for (auto& f : in_write_) {
+  for (auto& f : in_write_)
     bytes += f.size();
-    buffers_.emplace_back(net::buffer(f));
-  }
   bool last = finishing_;
   last_in_write_ = last;
-  write_pending_ = true;
-  stream_.expires_after(stream_write_timeout);
-  auto done = [this, owner = std::move(owner), bytes](
-                  beast::error_code ec, std::size_t) { on_written(ec, bytes); };
-  // The header the first time, then all queued frames as one chunk (and
-  // the last chunk when finishing): one write.
-  net::const_buffer head;
+  // One write: the header the first time, then all queued frames as one
+  // chunk (its size line, the frames, CRLF), and the last chunk when
+  // finishing. Framed by hand into buffers this stream keeps: Beast's
+  // `make_chunk` copies its buffer sequence (a vector here) at each step
+  // of the write, an allocation each.
+  buffers_.clear();
   if (!head_sent_) {
     head_sent_ = true;
-    head = net::buffer(head_);
+    buffers_.emplace_back(net::buffer(head_));
   }
-  if (buffers_.empty())
-    net::async_write(stream_, beast::buffers_cat(head, http::make_chunk_last()),
-                     std::move(done));
-  else if (last)
-    net::async_write(stream_,
-                     beast::buffers_cat(head, http::make_chunk(buffers_),
-                                        http::make_chunk_last()),
-                     std::move(done));
-  else
-    net::async_write(stream_, beast::buffers_cat(head, http::make_chunk(buffers_)),
-                     std::move(done));
+  if (bytes > 0) {
+    buffers_.emplace_back(net::buffer(size_line_.data(),
+                                      chunk_size_line(bytes, size_line_)));
+    for (auto& f : in_write_)
+      buffers_.emplace_back(net::buffer(f));
+    buffers_.emplace_back(net::buffer(crlf, 2));
+  }
+  if (last)
+    buffers_.emplace_back(net::buffer(last_chunk, 5));
+  write_pending_ = true;
+  stream_.expires_after(stream_write_timeout);
+  net::async_write(stream_, buffer_span{buffers_.data(), buffers_.size()},
+                   bind_memory(write_memory_,
+                               [this, owner = std::move(owner),
+                                bytes](beast::error_code ec, std::size_t) {
+                                 on_written(ec, bytes);
+                               }));
 }
 
 void sse_stream::on_written(beast::error_code ec, size_t frames_bytes) {

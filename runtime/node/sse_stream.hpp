@@ -20,6 +20,7 @@
 //
 // Not thread-safe: every call comes from the connection's strand.
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -29,6 +30,8 @@
 
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+
+#include "sluice/actors/handler_memory.hpp"
 
 namespace sluice::node {
 
@@ -103,9 +106,14 @@ private:
   /// Frames waiting for the next write. It and `in_write_` trade places at
   /// each write, so neither allocates once both have grown.
   std::vector<std::string> queue_;
-  /// Frames of the write in flight, and their buffers: owned by it.
+  /// Frames of the write in flight, and its buffers (with the chunk's
+  /// framing): owned by it.
   std::vector<std::string> in_write_;
   std::vector<boost::asio::const_buffer> buffers_;
+  std::array<char, 20> size_line_{};
+  /// The state of its writes, one at a time: reused (no allocation per
+  /// write).
+  handler_memory write_memory_;
   size_t queued_bytes_ = 0;
   bool started_ = false;
   bool write_pending_ = false;
