@@ -8,15 +8,26 @@
 //                leaves as its own segment, as tokens from a model would)
 //   send N+1:    `data: [DONE]` as one chunk + the last chunk `0\r\n\r\n`
 //
+// With GAP_US > 0 the sends of one answer are paced: send 1 goes at once
+// (the head with event 1), each later send GAP_US microseconds after the
+// one before (events 2..N, then the [DONE] send), as a model's tokens
+// would come. The server stays one thread that never sleeps: a paced
+// connection waits in a queue of due times (in order, as every wait is
+// the same GAP_US), and one timerfd, armed to the earliest of them, wakes
+// the epoll loop. While its answer is paced, a connection reads no further
+// requests (they wait in the socket until the answer is done).
+//
 // A send that would block (the client does not read) keeps what is left in
 // the connection's buffer, which is written on EPOLLOUT; meanwhile the
-// connection reads no further requests, and other connections go on.
+// connection reads no further requests, and other connections go on (a
+// paced answer's next events join that buffer when due).
 // Requests: the head up to CRLF CRLF (at most 64 KiB) and a Content-Length
 // body (at most 1 MiB); a connection breaking these limits, or sending a
 // chunked body, is closed. `Connection: close` (or HTTP/1.0 without
 // keep-alive) closes the connection once its answer is written.
 //
-//   sse_upstream PORT EVENTS      listens on 127.0.0.1:PORT
+//   sse_upstream PORT EVENTS [GAP_US]    listens on 127.0.0.1:PORT;
+//                                        GAP_US default 0: no pacing
 //
 // SIGTERM or SIGINT: closes every connection and exits with status 0.
 // Built by bench/stream_compare.sh with `g++ -O2 -std=c++17`.
@@ -27,15 +38,19 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -87,6 +102,7 @@ answer make_answer(long events) {
 
 struct connection {
   int fd = -1;
+  unsigned long id = 0;   // unique per connection (a descriptor is reused)
   std::string in;         // bytes read, from `in_pos` on not yet consumed
   size_t in_pos = 0;      // start of the current request in `in`
   size_t scanned = 0;     // `in` from in_pos up to here holds no CRLF CRLF
@@ -94,7 +110,15 @@ struct connection {
   size_t out_pos = 0;     // the first of them not yet sent
   bool writing = false;   // epoll waits for EPOLLOUT (not EPOLLIN)
   bool close_after = false; // close once `out` is empty
+  long pending = 0;       // paced answer: sends still to come (events 2..N
+                          // and [DONE]); > 0: waiting in the timer queue
 };
+
+long long now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size())
@@ -197,8 +221,9 @@ head_info parse_head(std::string_view head) {
 
 class server {
 public:
-  server(int listener, int sigfd, long events)
-      : listener_(listener), sigfd_(sigfd), answer_(make_answer(events)) {}
+  server(int listener, int sigfd, long events, long gap_us)
+      : listener_(listener), sigfd_(sigfd), answer_(make_answer(events)),
+        gap_ns_(static_cast<long long>(gap_us) * 1000) {}
 
   int run() {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
@@ -207,6 +232,13 @@ public:
     if (!watch(listener_, EPOLLIN, EPOLL_CTL_ADD) ||
         !watch(sigfd_, EPOLLIN, EPOLL_CTL_ADD))
       return fail("epoll_ctl");
+    if (gap_ns_ > 0) {
+      timer_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+      if (timer_ < 0)
+        return fail("timerfd_create");
+      if (!watch(timer_, EPOLLIN, EPOLL_CTL_ADD))
+        return fail("epoll_ctl");
+    }
     std::vector<epoll_event> ready(256);
     for (;;) {
       int n = epoll_wait(ep_, ready.data(), static_cast<int>(ready.size()), -1);
@@ -224,6 +256,10 @@ public:
         }
         if (fd == listener_) {
           accept_all();
+          continue;
+        }
+        if (fd == timer_ && timer_ >= 0) {
+          on_timer();
           continue;
         }
         on_event(fd, ev);
@@ -266,6 +302,7 @@ private:
         conns_.resize(static_cast<size_t>(fd) + 64);
       conns_[fd] = std::make_unique<connection>();
       conns_[fd]->fd = fd;
+      conns_[fd]->id = ++last_id_;
     }
   }
 
@@ -280,6 +317,8 @@ private:
       if (c)
         drop(c->fd);
     ::close(listener_);
+    if (timer_ >= 0)
+      ::close(timer_);
     ::close(ep_);
   }
 
@@ -298,6 +337,11 @@ private:
       }
       if (ev & EPOLLOUT)
         flush(c);
+      return;
+    }
+    if (c.pending > 0) { // between paced sends: epoll waits for nothing
+      if (ev & EPOLLHUP) // but the peer's reset (and errors)
+        drop(fd);
       return;
     }
     if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))
@@ -336,15 +380,16 @@ private:
     serve(c);
     // At the peer's end of input (close_after) with nothing left to write:
     // serve() answered what there was, the connection ends here.
-    if (conns_[fd] && c.close_after && !c.writing)
+    if (conns_[fd] && c.close_after && !c.writing && c.pending == 0)
       drop(fd);
   }
 
   // Answers the complete requests in `in` until one answer is left waiting
-  // for EPOLLOUT. Drops the connection on a broken or oversized request.
+  // for EPOLLOUT or paced. Drops the connection on a broken or oversized
+  // request.
   void serve(connection& c) {
     const int fd = c.fd;
-    while (!c.writing) {
+    while (!c.writing && c.pending == 0) {
       std::string_view buffered(c.in);
       buffered.remove_prefix(c.in_pos);
       size_t from = c.scanned > 3 ? c.scanned - 3 : 0;
@@ -378,7 +423,7 @@ private:
       if (!answer_request(c))
         return; // dropped
       if (c.close_after) {
-        if (!c.writing)
+        if (!c.writing && c.pending == 0)
           drop(fd);
         return;
       }
@@ -390,15 +435,96 @@ private:
     }
   }
 
-  // Sends the answer, one send() per piece; false when the connection was
+  // Sends the answer, one send() per piece, or (paced) its first piece,
+  // the others coming from on_timer(); false when the connection was
   // dropped.
   bool answer_request(connection& c) {
     if (!send_piece(c, answer_.first))
       return false;
+    if (gap_ns_ > 0) {
+      // Events 2..N and [DONE], one per gap. Until they are sent epoll
+      // waits for nothing on the connection (unless a send blocked: then
+      // for EPOLLOUT), so that no further request is read meanwhile.
+      c.pending = answer_.events > 0 ? answer_.events : 1;
+      if (!c.writing && !watch(c.fd, 0, EPOLL_CTL_MOD)) {
+        drop(c.fd);
+        return false;
+      }
+      schedule(c, now_ns());
+      return true;
+    }
     for (long k = 1; k < answer_.events; ++k)
       if (!send_piece(c, answer_.middle))
         return false;
     return send_piece(c, answer_.last);
+  }
+
+  // The next paced send of `c`, GAP_US after `now`. Every wait is the
+  // same GAP_US and `now` never goes back, so the queue stays in order of
+  // due time; the timer is armed when it was empty (otherwise it already
+  // is, to an earlier time).
+  void schedule(connection& c, long long now) {
+    bool was_empty = due_.empty();
+    due_.push_back(timed{c.fd, c.id, now + gap_ns_});
+    if (was_empty)
+      arm(due_.front().at);
+  }
+
+  void arm(long long at) {
+    itimerspec t{};
+    t.it_value.tv_sec = static_cast<time_t>(at / 1000000000LL);
+    t.it_value.tv_nsec = static_cast<long>(at % 1000000000LL);
+    if (timerfd_settime(timer_, TFD_TIMER_ABSTIME, &t, nullptr) != 0)
+      std::fprintf(stderr, "sse_upstream: timerfd_settime: %s\n",
+                   std::strerror(errno));
+  }
+
+  // The timer fired: one paced send of every connection now due.
+  void on_timer() {
+    uint64_t expirations;
+    while (::read(timer_, &expirations, sizeof expirations) < 0 &&
+           errno == EINTR) {
+    }
+    const long long now = now_ns();
+    // Only what was due before this round: connections scheduled in it
+    // go to the back, due a whole gap later.
+    size_t n = due_.size();
+    while (n > 0 && due_.front().at <= now) {
+      timed t = due_.front();
+      due_.pop_front();
+      --n;
+      if (static_cast<size_t>(t.fd) >= conns_.size() || !conns_[t.fd] ||
+          conns_[t.fd]->id != t.id || conns_[t.fd]->pending == 0)
+        continue; // dropped meanwhile (its descriptor maybe reused)
+      paced_send(*conns_[t.fd], now);
+    }
+    if (!due_.empty())
+      arm(due_.front().at);
+  }
+
+  // The next piece of `c`'s paced answer; at its end, `c` reads requests
+  // again (once what is buffered is written).
+  void paced_send(connection& c, long long now) {
+    const int fd = c.fd;
+    bool last = c.pending == 1;
+    if (!send_piece(c, last ? answer_.last : answer_.middle))
+      return; // dropped
+    --c.pending;
+    if (!last) {
+      schedule(c, now);
+      return;
+    }
+    if (c.writing)
+      return; // flush() goes on when the rest is written
+    if (c.close_after) {
+      drop(fd);
+      return;
+    }
+    if (!watch(fd, EPOLLIN | EPOLLRDHUP, EPOLL_CTL_MOD)) {
+      drop(fd);
+      return;
+    }
+    serve(c); // requests that came in meanwhile and were read before
   }
 
   // One send() of `piece`, or its rest to `out` when the socket is full
@@ -456,6 +582,11 @@ private:
     c.out.shrink_to_fit();
     c.out_pos = 0;
     c.writing = false;
+    if (c.pending > 0) { // a paced answer goes on: wait for its timer
+      if (!watch(fd, 0, EPOLL_CTL_MOD))
+        drop(fd);
+      return;
+    }
     if (c.close_after) {
       drop(fd);
       return;
@@ -467,10 +598,22 @@ private:
     serve(c);
   }
 
+  // A paced connection's next send: connection `id` on descriptor `fd`,
+  // due at `at` (CLOCK_MONOTONIC, ns).
+  struct timed {
+    int fd;
+    unsigned long id;
+    long long at;
+  };
+
   int listener_;
   int sigfd_;
   int ep_ = -1;
+  int timer_ = -1;        // timerfd, with GAP_US > 0
   answer answer_;
+  long long gap_ns_;
+  unsigned long last_id_ = 0;
+  std::deque<timed> due_; // in order of `at`
   std::vector<std::unique_ptr<connection>> conns_;
 };
 
@@ -487,14 +630,20 @@ bool parse_long(const char* s, long lo, long hi, long& out) {
 } // namespace
 
 int main(int argc, char** argv) {
-  long port = 0, events = 0;
-  if (argc != 3 || !parse_long(argv[1], 1, 65535, port) ||
-      !parse_long(argv[2], 0, 1000000, events)) {
-    std::fprintf(stderr, "usage: %s PORT EVENTS   (PORT 1-65535, EVENTS "
-                         "0-1000000; listens on 127.0.0.1:PORT)\n",
+  long port = 0, events = 0, gap_us = 0;
+  if ((argc != 3 && argc != 4) || !parse_long(argv[1], 1, 65535, port) ||
+      !parse_long(argv[2], 0, 1000000, events) ||
+      (argc == 4 && !parse_long(argv[3], 0, 60000000, gap_us))) {
+    std::fprintf(stderr, "usage: %s PORT EVENTS [GAP_US]   (PORT 1-65535, "
+                         "EVENTS 0-1000000, GAP_US 0-60000000 microseconds "
+                         "between the sends of an answer, default 0; "
+                         "listens on 127.0.0.1:PORT)\n",
                  argv[0]);
     return 2;
   }
+  // Paced: the timer fires when due, not up to the default 50 us later.
+  if (gap_us > 0)
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 
   // Many connections at once: as many descriptors as allowed.
   rlimit rl{};
@@ -539,9 +688,11 @@ int main(int argc, char** argv) {
     std::perror("sse_upstream: listen");
     return 1;
   }
-  std::fprintf(stderr, "sse_upstream: 127.0.0.1:%ld, %ld events per answer\n",
-               port, events);
-  server s(fd, sigfd, events);
+  std::fprintf(stderr,
+               "sse_upstream: 127.0.0.1:%ld, %ld events per answer, %ld us "
+               "between sends\n",
+               port, events, gap_us);
+  server s(fd, sigfd, events, gap_us);
   int rc = s.run();
   ::close(sigfd);
   return rc;
