@@ -183,8 +183,44 @@ void sse_stream::write_next() {
   if (last)
     buffers_.emplace_back(net::buffer(last_chunk, 5));
   write_pending_ = true;
+  // First without waiting: a socket with room in its send buffer (the
+  // usual case) takes it all now, and the write is over with no operation,
+  // no timer and no round of the loop. What it does not take is written
+  // asynchronously, under the write timeout.
+  beast::error_code ec;
+  auto& socket = stream_.socket();
+  if (!socket.non_blocking())
+    socket.non_blocking(true, ec);
+  size_t total = net::buffer_size(buffer_span{buffers_.data(), buffers_.size()});
+  size_t n = 0;
+  if (!ec)
+    n = socket.write_some(buffer_span{buffers_.data(), buffers_.size()}, ec);
+  if (ec == net::error::would_block || ec == net::error::try_again) {
+    ec = {};
+    n = 0;
+  }
+  if (!ec && n == total && !last)
+    return on_written(ec, bytes); // may queue nothing more: returns
+  if (ec || n == total) {
+    // The end of the stream, or a failed write: what follows (the
+    // connection's next request, or its close) runs as a handler of its
+    // own, not inside the caller's code.
+    net::post(stream_.get_executor(),
+              [this, owner = std::move(owner), bytes, ec] {
+                on_written(ec, bytes);
+              });
+    return;
+  }
+  // The rest, from the first byte not taken.
+  size_t skip = 0;
+  while (n > 0 && n >= buffers_[skip].size())
+    n -= buffers_[skip++].size();
+  if (n > 0)
+    buffers_[skip] += n;
+  async_written_ = true;
   stream_.expires_after(stream_write_timeout);
-  net::async_write(stream_, buffer_span{buffers_.data(), buffers_.size()},
+  net::async_write(stream_,
+                   buffer_span{buffers_.data() + skip, buffers_.size() - skip},
                    bind_memory(write_memory_,
                                [this, owner = std::move(owner),
                                 bytes](beast::error_code ec, std::size_t) {
@@ -201,7 +237,10 @@ void sse_stream::on_written(beast::error_code ec, size_t frames_bytes) {
   in_write_.clear();
   buffers_.clear();
   queued_bytes_ -= frames_bytes;
-  stream_.expires_never();
+  if (async_written_) {
+    async_written_ = false;
+    stream_.expires_never();
+  }
   if (ended_)
     return; // dropped meanwhile
   if (ec)

@@ -122,6 +122,8 @@ private:
   bool held_ = false;
   /// The write in flight carries the terminating chunk.
   bool last_in_write_ = false;
+  /// The write in flight is an asynchronous one (under the timeout).
+  bool async_written_ = false;
   bool ended_ = false;
 };
 

@@ -13,7 +13,7 @@ using namespace sluice;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-TEST_CASE("handler_memory: one block, reused; a second user gets the heap",
+TEST_CASE("handler_memory: one block, reused - a second user gets the heap",
           "[handler_memory]") {
   handler_memory mem;
   void* a = mem.allocate(100);
