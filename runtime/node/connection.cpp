@@ -465,24 +465,56 @@ void connection::write(response res) {
     set_cors_headers(res, cors_origin_);
   log_access(res.result_int());
   auto keep = res.keep_alive();
-  auto sp = std::make_shared<response>(std::move(res));
+  // The message and its serializer, alive until the write is over.
+  struct outgoing {
+    explicit outgoing(response&& r) : msg(std::move(r)), sr(msg) {
+      // nop
+    }
+    response msg;
+    http::response_serializer<http::string_body> sr;
+  };
+  auto out = std::make_shared<outgoing>(std::move(res));
+  // First without waiting: a socket with room in its send buffer (the
+  // usual case) takes the whole answer now, with no write operation and
+  // no timer. What it does not take is written asynchronously (the
+  // serializer goes on where it stopped), under the write timeout. What
+  // follows the write runs as a handler either way: the caller may still
+  // hold the request being answered, which the next read replaces.
+  beast::error_code ec;
+  auto& socket = stream_.socket();
+  if (!socket.non_blocking())
+    socket.non_blocking(true, ec);
+  if (!ec)
+    http::write(socket, out->sr, ec);
+  if (ec != net::error::would_block && ec != net::error::try_again) {
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), ec, keep] {
+                self->guarded("writing a response",
+                              [&] { self->after_write(ec, keep); });
+              });
+    return;
+  }
   stream_.expires_after(write_timeout);
-  // Write the response, then read the next request or close.
   http::async_write(
-      stream_, *sp,
-      [self = shared_from_this(), sp, keep](beast::error_code ec, std::size_t) {
-        self->guarded("writing a response", [&] {
-          if (self->cut_off_) {
-            self->cut_off_ = false;
-            --self->front_.cutoffs_pending;
-          }
-          if (!ec && self->body_unread_)
-            return self->linger_close();
-          if (ec || !keep || self->closed_)
-            return self->close();
-          self->do_read();
-        });
+      stream_, out->sr,
+      [self = shared_from_this(), out, keep](beast::error_code ec,
+                                             std::size_t) {
+        self->guarded("writing a response",
+                      [&] { self->after_write(ec, keep); });
       });
+}
+
+// The answer is written (or failed): read the next request, or close.
+void connection::after_write(beast::error_code ec, bool keep) {
+  if (cut_off_) {
+    cut_off_ = false;
+    --front_.cutoffs_pending;
+  }
+  if (!ec && body_unread_)
+    return linger_close();
+  if (ec || !keep || closed_)
+    return close();
+  do_read();
 }
 
 void connection::close() {

@@ -122,6 +122,7 @@ private:
   /// 429: `key_`'s request rate is spent for `wait`.
   void refuse_rate_limited(std::chrono::duration<double> wait);
   void write(response res);
+  void after_write(boost::system::error_code ec, bool keep);
   void close();
   /// Closes after a refusal sent before the body was read: drops what the
   /// client still sends (up to `linger_bytes`, for `linger_time`), so the
