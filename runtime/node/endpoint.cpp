@@ -40,7 +40,7 @@ choose_endpoint(std::string_view target, http::verb method,
   if (path->rfind("/admin/", 0) == 0)
     return only(method, http::verb::post, endpoint::admin_action,
                 "use POST on /admin/reload or /admin/breakers/SOURCE/ACTION",
-                path->substr(7));
+                std::string{path->substr(7)});
   if (*path == "/status")
     return only(method, http::verb::get, endpoint::status, "use GET /status");
   if (*path == "/events")
@@ -50,7 +50,8 @@ choose_endpoint(std::string_view target, http::verb method,
   if (*path == "/dashboard" || path->rfind("/dashboard/", 0) == 0)
     return only(method, http::verb::get, endpoint::dashboard,
                 "use GET /dashboard",
-                path->size() > 11 ? path->substr(11) : std::string{});
+                path->size() > 11 ? std::string{path->substr(11)}
+                                  : std::string{});
   if (on_admin_listener)
     return refuse(errc::not_found,
                    "the admin listener serves /healthz, /status, /metrics, "
@@ -64,10 +65,11 @@ choose_endpoint(std::string_view target, http::verb method,
       return refuse(errc::bad_request, "malformed model id");
     return only(method, http::verb::get, endpoint::models, "", std::move(*id));
   }
-  if (!has_route || !has_route(*path))
-    return refuse(errc::not_found, "no route " + echo_text(*path));
+  std::string route{*path};
+  if (!has_route || !has_route(route))
+    return refuse(errc::not_found, "no route " + echo_text(route));
   return only(method, http::verb::post, endpoint::call,
-              "use POST on a call route", std::move(*path));
+              "use POST on a call route", std::move(route));
 }
 
 } // namespace sluice::node

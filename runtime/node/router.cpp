@@ -36,7 +36,7 @@ std::string_view view(boost::beast::string_view s) {
 
 } // namespace
 
-std::optional<std::string> request_path(std::string_view target) {
+std::optional<std::string_view> request_path(std::string_view target) {
   if (target.empty())
     return std::nullopt;
   if (target.front() != '/') {
@@ -50,10 +50,10 @@ std::optional<std::string> request_path(std::string_view target) {
     auto rest = target.substr(scheme_end + 3);
     auto slash = rest.find_first_of("/?");
     if (slash == std::string_view::npos || rest[slash] == '?')
-      return std::string{"/"};
+      return std::string_view{"/"};
     target = rest.substr(slash);
   }
-  return std::string{target.substr(0, target.find('?'))};
+  return target.substr(0, target.find('?'));
 }
 
 std::optional<std::string> framing_error(const http::fields& h,

@@ -23,8 +23,9 @@ constexpr size_t max_session_id_bytes = 128;
 
 /// The path of a request target: origin-form `/p?q` or absolute-form
 /// `http://host/p?q` (RFC 9112 §3.2.2), without the query. Nothing for a
-/// target that is neither (`*`, authority-form, empty).
-std::optional<std::string> request_path(std::string_view target);
+/// target that is neither (`*`, authority-form, empty). A view into
+/// `target` (or a static "/").
+std::optional<std::string_view> request_path(std::string_view target);
 
 /// `segment` with its %XX escapes decoded (a model id such as
 /// "meta-llama%2FLlama-3"); nullopt for a malformed escape or a decoded

@@ -30,18 +30,22 @@ bool is_hex(char c) {
 }
 
 uint16_t parse_port(std::string_view s, uint16_t min_port) {
-  auto range = "the port must be a number in " + std::to_string(min_port) +
-               "..65535, got '" + std::string{s} + "'";
+  // The message is made only for a refusal: a Host header is parsed on
+  // every request.
+  auto out_of_range = [&] {
+    refuse("the port must be a number in " + std::to_string(min_port) +
+           "..65535, got '" + std::string{s} + "'");
+  };
   if (s.empty() || s.size() > port_digits_limit)
-    refuse(range);
+    out_of_range();
   uint32_t p = 0;
   for (auto c : s) {
     if (c < '0' || c > '9')
-      refuse(range);
+      out_of_range();
     p = p * 10 + static_cast<uint32_t>(c - '0');
   }
   if (p < min_port || p > 65535)
-    refuse(range);
+    out_of_range();
   return static_cast<uint16_t>(p);
 }
 
