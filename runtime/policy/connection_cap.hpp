@@ -10,6 +10,7 @@
 #include <list>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace sluice::policy {
 
@@ -88,13 +89,36 @@ constexpr admission admit_connection(uint64_t open, uint64_t cap) noexcept {
 /// byte of a header and stopped is no busier than an idle one.)
 ///
 /// Pure and not thread-safe: the owner locks.
+///
+/// A connection becomes idle and busy once per request: the nodes of both
+/// containers are kept for reuse (up to `spare_nodes` of each), so that
+/// costs no allocation in steady state.
 template <class Id>
 class idle_order {
 public:
+  /// Nodes kept for reuse.
+  static constexpr size_t spare_nodes = 64;
+
   /// `id` waits for its next request: it becomes the most recent.
   void idle(Id id) {
     busy(id);
-    at_[id] = order_.insert(order_.end(), id);
+    typename std::list<Id>::iterator it;
+    if (!spare_order_.empty()) {
+      order_.splice(order_.end(), spare_order_, spare_order_.begin());
+      it = std::prev(order_.end());
+      *it = id;
+    } else {
+      it = order_.insert(order_.end(), id);
+    }
+    if (!spare_at_.empty()) {
+      auto node = std::move(spare_at_.back());
+      spare_at_.pop_back();
+      node.key() = id;
+      node.mapped() = it;
+      at_.insert(std::move(node));
+    } else {
+      at_[id] = it;
+    }
   }
 
   /// `id` is no longer idle (its request began, or it is gone).
@@ -102,8 +126,16 @@ public:
     auto i = at_.find(id);
     if (i == at_.end())
       return;
-    order_.erase(i->second);
-    at_.erase(i);
+    if (spare_order_.size() < spare_nodes)
+      spare_order_.splice(spare_order_.end(), order_, i->second);
+    else
+      order_.erase(i->second);
+    auto node = at_.extract(i);
+    if (spare_at_.size() < spare_nodes) {
+      if (spare_at_.capacity() == 0)
+        spare_at_.reserve(spare_nodes);
+      spare_at_.push_back(std::move(node));
+    }
   }
 
   /// The oldest idle connection, taken out of the order (the caller sheds
@@ -120,9 +152,15 @@ public:
 
   bool contains(Id id) const { return at_.count(id) != 0; }
 
+  /// Nodes kept for reuse now, of the order and of the index.
+  size_t spares() const noexcept { return spare_order_.size() + spare_at_.size(); }
+
 private:
+  using index = std::unordered_map<Id, typename std::list<Id>::iterator>;
   std::list<Id> order_;
-  std::unordered_map<Id, typename std::list<Id>::iterator> at_;
+  index at_;
+  std::list<Id> spare_order_;
+  std::vector<typename index::node_type> spare_at_;
 };
 
 } // namespace sluice::policy

@@ -52,6 +52,30 @@ TEST_CASE("idle connections make room oldest first, busy ones never") {
   CHECK(order.size() == 0);
 }
 
+TEST_CASE("idle and busy again reuse their nodes - bounded, order kept") {
+  idle_order<int> order;
+  // Many connections idle at once, then all busy: the spares stop at
+  // their bound.
+  for (int i = 0; i < 200; ++i)
+    order.idle(i);
+  for (int i = 0; i < 200; ++i)
+    order.busy(i);
+  CHECK(order.size() == 0);
+  CHECK(order.spares() == 2 * idle_order<int>::spare_nodes);
+  // Reused nodes carry the new ids, in order.
+  for (int i = 300; i < 310; ++i)
+    order.idle(i);
+  CHECK(order.spares() == 2 * idle_order<int>::spare_nodes - 20);
+  order.busy(305);
+  order.idle(305);
+  for (int i = 300; i < 310; ++i)
+    if (i != 305)
+      CHECK(order.take_oldest() == i);
+  CHECK(order.take_oldest() == 305);
+  CHECK_FALSE(order.take_oldest());
+  CHECK_FALSE(order.contains(305));
+}
+
 TEST_CASE("at the cap a new connection sheds an idle one, unless too many "
           "closes are under way") {
   CHECK(admit_connection(0, 8) == admission::serve);
