@@ -25,6 +25,7 @@
 #include "sluice/runtime/policy/exchange_deadline.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/policy/http_outcome.hpp"
+#include "sluice/runtime/policy/pool_target.hpp"
 
 namespace sluice::upstream {
 
@@ -252,6 +253,7 @@ private:
       ex->deadline = time_.now() + call.timeout;
     active_[ex->id] = ex;
     ++stats_->in_flight;
+    pool_.record(active_.size(), time_.now());
     ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
     ex->req.set(http::field::host, host_header_);
     ex->req.set(http::field::content_type, "application/json");
@@ -572,12 +574,20 @@ private:
     }
     auto r = upstream::make_reply(rd, std::chrono::system_clock::now(),
                                  cfg_.statuses);
-    // Not one its deadline closed just as the answer ended.
+    // Not one its deadline closed just as the answer ended; and only while
+    // the recent calls at once need it (`pool_target`), so a steady load
+    // opens no connection and a past burst's go as calls finish.
     if (rd.reusable() && !ex->timed_out &&
-        idle_.size() < cfg_.max_idle_connections) {
+        pool_.keeps_another(active_.size(), idle_.size(), time_.now())) {
       idle_.push_back(std::move(ex->stream));
     } else {
       ex->stream->close();
+      // The longest idle (oldest) pooled ones beyond what is needed go
+      // too.
+      auto now = time_.now();
+      while (!idle_.empty() &&
+             !pool_.keeps_another(active_.size(), idle_.size() - 1, now))
+        idle_.pop_front();
     }
     auto done = std::move(ex->done);
     done(std::move(r));
@@ -604,6 +614,8 @@ private:
   tcp::resolver resolver_;
   std::deque<std::unique_ptr<upstream::connection>> idle_;
   std::unordered_map<uint64_t, exchange_ptr> active_;
+  /// How many connections, in use and idle, the pool keeps.
+  policy::pool_target pool_{cfg_.max_idle_connections};
 };
 
 // -- http_client ---------------------------------------------------------------

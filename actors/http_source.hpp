@@ -71,8 +71,12 @@ struct http_source_config {
   /// Longest wait for the whole answer once sent (the governor's attempt
   /// timeout bounds it too).
   duration response_timeout = std::chrono::seconds{300};
-  /// Idle keep-alive connections kept for reuse.
-  size_t max_idle_connections = 16;
+  /// The most connections the keep-alive pool keeps for reuse, per loop
+  /// (`policy::pool_target`): it keeps as many, in use and idle together,
+  /// as calls ran at once in the last minute or two, up to this. The
+  /// default is AIMD's default `max`: a source never runs more calls at
+  /// once than that, so a pool of its size closes none still needed.
+  size_t max_idle_connections = 256;
   /// Longest 2xx body held in memory (a unary call); a longer one is a
   /// `transient` failure and its connection is closed. A streamed 2xx body
   /// is passed on as it arrives and has no such limit.

@@ -74,16 +74,18 @@ CONF
   } > "$1"
 }
 
-# proxy_conf FILE PORT UPSTREAM_PORT: nginx proxy_pass to the upstream on
-# 127.0.0.1:PORT, with a keep-alive pool to it.
+# proxy_conf FILE PORT UPSTREAM_PORT [ACCESS_LOG]: nginx proxy_pass to the
+# upstream on 127.0.0.1:PORT, with a keep-alive pool to it; with
+# ACCESS_LOG, its access log (nginx's `combined` lines) to that file.
 proxy_conf() {
   {
-    nginx_head proxy
+    nginx_head "proxy${4:+-log}"
     cat <<CONF
   upstream up { server 127.0.0.1:$3; keepalive 128; }
   server {
     listen 127.0.0.1:$2;
     keepalive_requests 1000000;
+    ${4:+access_log $4;}
     location / {
       proxy_pass http://up;
       proxy_http_version 1.1;
@@ -114,6 +116,23 @@ max_idle_connections = 256
   [sources.up.aimd]
   initial = 256
   max = 1024
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["up"]
+CONF
+}
+
+# sluice_default_conf FILE PORT UPSTREAM_PORT: a sluice-node as a user
+# runs it from the README: only node.listen, one http source with its
+# base_url and the chat route; everything else (admission caps, AIMD, the
+# keep-alive pool, the scheduler, the access log to stdout) as shipped.
+sluice_default_conf() {
+  cat > "$1" <<CONF
+[node]
+listen = "127.0.0.1:$2"
+[sources.up]
+type = "http"
+base_url = "http://127.0.0.1:$3"
 [routes."/v1/chat/completions"]
 kind = "chat"
 sources = ["up"]

@@ -3,7 +3,8 @@
 # fixed-response upstream (nginx), then wrk at the same connection counts
 # against
 #   (a) the upstream directly,
-#   (b) nginx proxy_pass to it,
+#   (b) nginx proxy_pass to it, and (b') the same with an access log to a
+#       file (`access_log FILE;`, nginx's combined lines),
 #   (c) HAProxy to it, with maxconn + queue timeout (its admission control),
 #   (d) Caddy reverse_proxy to it,
 #   (e) sluice-node governing it (an http source), in three variants, each
@@ -12,15 +13,21 @@
 #         sluice-node loops=1   node.scheduler = "loops", node.loops = 1
 #         sluice-node sharing   node.scheduler = "sharing" (the design before
 #                               issue 14: CAF workers + 2 HTTP front threads)
+#       all three tuned (sluice_conf: access log off, caps, AIMD `initial`
+#       and the keep-alive pool raised), and
+#         sluice-node default   as a user runs it (sluice_default_conf: only
+#                               listen, the source's base_url and the route;
+#                               its access log to stdout, into a file)
 # Prints requests/s, p50, p99, non-2xx answers and socket errors for each,
-# and each rate's ratio to (b); then, at low load (1 connection), p50 and
+# and each rate's ratio to (b) -- the default node's to (b'), like with
+# like; then, at low load (1 connection), p50 and
 # p99 of the upstream directly and through each proxy (nginx, HAProxy and
 # Caddy too: what any hop costs on this machine), and the microseconds each
 # adds over the upstream.
 #
 #   bench/http_compare.sh [seconds_per_run] [connections...]
 #                          (defaults: 5 s; 16 and 64 connections)
-#   SLUICE_BENCH_PORT=N    first port (default 18100; uses N .. N+12)
+#   SLUICE_BENCH_PORT=N    first port (default 18100; uses N .. N+13)
 #
 # Installs nginx-light, haproxy, wrk and caddy from Debian when missing
 # (without caddy its row is skipped); builds sluice-node; uses only
@@ -69,9 +76,12 @@ trap 'exit 143' TERM
 
 base=${SLUICE_BENCH_PORT:-18100}
 up=$base px=$((base + 1)) hp=$((base + 2)) cd=$((base + 3))
-# The sluice-node variants: name, port, the [node] lines of its config.
+pl=$((base + 4))
+# The sluice-node variants: name, port, the [node] lines of its config;
+# then the one with the shipped defaults.
 variants=("loops=2" "loops=1" "sharing")
-all_ports=("$up" "$px" "$hp" "$cd")
+dp=$((base + 10 + ${#variants[@]}))
+all_ports=("$up" "$px" "$pl" "$hp" "$cd" "$dp")
 for i in "${!variants[@]}"; do all_ports+=($((base + 10 + i))); done
 for port in "${all_ports[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
@@ -84,6 +94,7 @@ done
 mkdir -p "$work/logs" "$work/caddy"
 upstream_conf "$work/upstream.conf" "$up"
 proxy_conf "$work/proxy.conf" "$px" "$up"
+proxy_conf "$work/proxy-log.conf" "$pl" "$up" "$work/logs/proxy-log.access"
 cat > "$work/haproxy.cfg" <<CONF
 global
   maxconn 4096
@@ -127,8 +138,9 @@ http://127.0.0.1:$cd {
 CONF
 post_lua "$work/post.lua"
 
-# The targets, in the order of the table. state: ok | down.
-names=() ports=() tpids=() tlogs=() state=()
+# The targets, in the order of the table. state: ok | down; ref: the
+# index of the nginx row its rate is compared with (set below).
+names=() ports=() tpids=() tlogs=() state=() refs=()
 # start NAME PORT LOG COMMAND...
 start() {
   local name=$1 port=$2 log=$3
@@ -164,6 +176,9 @@ start upstream "$up" "$work/logs/upstream.out" \
 px_i=${#names[@]}
 start nginx-proxy_pass "$px" "$work/logs/proxy.out" \
   nginx -c "$work/proxy.conf" -p "$work"
+pl_i=${#names[@]}
+start nginx+access_log "$pl" "$work/logs/proxy-log.out" \
+  nginx -c "$work/proxy-log.conf" -p "$work"
 start haproxy-maxconn "$hp" "$work/logs/haproxy.out" \
   haproxy -f "$work/haproxy.cfg" -q
 if command -v caddy >/dev/null 2>&1; then
@@ -181,6 +196,12 @@ for i in "${!variants[@]}"; do
   start "sluice-node $v" "$port" "$work/logs/sluice-${v/=/}.out" \
     "$node_bin" --config "$conf"
 done
+sluice_default_conf "$work/sluice-default.toml" "$dp" "$up"
+dn_i=${#names[@]}
+start "sluice-node default" "$dp" "$work/logs/sluice-default.out" \
+  "$node_bin" --config "$work/sluice-default.toml"
+for i in "${!names[@]}"; do refs[i]=$px_i; done
+refs[dn_i]=$pl_i
 for i in "${!names[@]}"; do ready "$i" || true; done
 if [ "${state[0]}" != ok ]; then
   echo "http_compare: the upstream did not start; nothing to measure" >&2
@@ -225,7 +246,8 @@ measure() {
 }
 
 echo "http_compare: ${secs} s per run, wrk -t2, $(nproc) cores, $(date -u +%F)"
-echo "sluice-node variants: ${variants[*]} (ports $((base + 10))-$((base + 9 + ${#variants[@]})))"
+echo "sluice-node variants: ${variants[*]} (tuned, ports $((base + 10))-$((base + 9 + ${#variants[@]}))), default (port $dp)"
+echo "vs_nginx: req/s over nginx-proxy_pass's; sluice-node default's over nginx+access_log's"
 for c in "${conns[@]}"; do
   echo
   echo "connections: $c"
@@ -234,7 +256,6 @@ for c in "${conns[@]}"; do
     measure "$i" "$c" 2
     results[i]=$m_line
   done
-  read -r nginx_rps _ <<<"${results[px_i]}"
   printf "%-24s %10s %10s %10s %8s %8s %10s\n" target req/s p50_us p99_us \
     non2xx sock_err vs_nginx
   for i in "${!names[@]}"; do
@@ -244,7 +265,9 @@ for c in "${conns[@]}"; do
       continue
     fi
     read -r r p50 p99 bad err <<<"${results[i]}"
-    ratio=$(awk -v a="$r" -v b="${nginx_rps:-0}" \
+    ref_rps=
+    read -r ref_rps _ <<<"${results[refs[i]]}"
+    ratio=$(awk -v a="$r" -v b="${ref_rps:-0}" \
       'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }')
     printf "%-24s %10s %10s %10s %8s %8s %10s\n" "${names[i]}" "$r" "$p50" \
       "$p99" "$bad" "$err" "$ratio"

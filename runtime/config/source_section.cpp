@@ -72,7 +72,8 @@ void read_aimd(table_reader& r, policy::aimd_config& a) {
                count_field<&aimd_config::min>("min"),
                count_field<&aimd_config::max>("max"),
                count_field<&aimd_config::increase>("increase"),
-               number_field<&aimd_config::decrease_ratio>("decrease_ratio")});
+               number_field<&aimd_config::decrease_ratio>("decrease_ratio"),
+               flag_field<&aimd_config::slow_start>("slow_start")});
   r.done();
   r.checked([&] { validate(a); });
 }

@@ -38,12 +38,18 @@ void aimd_limit::reconfigure(const aimd_config& cfg) {
 }
 
 void aimd_limit::on_success(uint32_t in_flight) noexcept {
-  if (in_flight * 2 < limit_)
+  // 64-bit: `in_flight` is any count a caller hands over.
+  auto seen = 2 * static_cast<uint64_t>(in_flight);
+  if (seen < limit_)
     return;
-  limit_ = std::min(cfg_.max, limit_ + cfg_.increase);
+  auto grown = static_cast<uint64_t>(limit_) + cfg_.increase;
+  if (in_slow_start())
+    grown = std::max(grown, seen);
+  limit_ = static_cast<uint32_t>(std::min<uint64_t>(cfg_.max, grown));
 }
 
 void aimd_limit::on_drop() noexcept {
+  dropped_ = true;
   auto shrunk = static_cast<uint32_t>(std::floor(limit_ * cfg_.decrease_ratio));
   limit_ = std::max(cfg_.min, shrunk);
 }

@@ -274,3 +274,28 @@ TEST_CASE_METHOD(client_fixture,
   CHECK(up.requests == 1);
   CHECK(stats->cancelled == 1);
 }
+
+TEST_CASE_METHOD(client_fixture,
+                 "with the default pool, 64 calls after 64 calls at once "
+                 "open no new connection - the pool keeps what is in use") {
+  raw_upstream up{[](const raw_request&) {
+    return std::vector<raw_step>{raw_step::send(raw_response("200 OK", "{}"))};
+  }};
+  http_source_config c; // the shipped defaults
+  c.base_url = up.url();
+  make(c);
+  // Every start is on the loop's queue before any connection completes:
+  // each of the 64 finds the pool empty and opens its own.
+  for (uint64_t id = 1; id <= 64; ++id)
+    attempt(id);
+  REQUIRE(run_until([&] { return replies.size() == 64; }));
+  REQUIRE(stats->connections_opened == 64);
+  for (uint64_t id = 65; id <= 128; ++id)
+    attempt(id);
+  REQUIRE(run_until([&] { return replies.size() == 128; }));
+  for (auto& r : replies)
+    CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(stats->connections_opened == 64);
+  CHECK(stats->connections_reused == 64);
+  CHECK(up.connections == 64);
+}

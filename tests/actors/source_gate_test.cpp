@@ -133,10 +133,11 @@ TEST_CASE_METHOD(gate_fixture, "an outcome that frees room wakes watchers") {
   auto w = watcher(seen);
   tier->release();
   // The attempt's outcome, its permit back: a success at 4 in flight grows
-  // the limit to 5, so two permits are free; one watcher is woken.
+  // the limit to 8 (slow start: twice the calls in flight, also the max),
+  // so five permits are free; the one watcher is woken.
   caf::anon_send(gate, aimd_atom_v, policy::outcome_kind::ok, uint32_t{4});
   run();
-  CHECK(tier->cap() == 5);
+  CHECK(tier->cap() == 8);
   CHECK(seen->size() == 1);
   caf::anon_send_exit(w, caf::exit_reason::kill);
   run();

@@ -158,6 +158,7 @@ seed = 3
     rate_limited = "failure"
   [sources.a.aimd]
   initial = 8
+  slow_start = false
   [sources.a.quota]
   rate_per_s = 2.5
   burst = 5
@@ -196,6 +197,7 @@ scope = "shared"
   CHECK(a.settings.breaker.classes.rate_limited ==
         policy::outcome_class::failure);
   CHECK(a.settings.aimd.initial == 8);
+  CHECK_FALSE(a.settings.aimd.slow_start);
   REQUIRE(a.settings.quota);
   CHECK(a.settings.quota->rate_per_s == 2.5);
   REQUIRE(a.sim.phases.size() == 2);

@@ -3,6 +3,7 @@
 
 #include "sluice/runtime/policy/aimd.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -36,9 +37,9 @@ TEST_CASE("a 429 and a timeout halve the limit, as drops") {
 TEST_CASE("a success while the source is well used grows the limit") {
   auto l = limit_at(20);
   l.on_outcome(outcome_kind::ok, 20);
-  CHECK(l.limit() == 21);
+  CHECK(l.limit() == 40);            // slow start: twice the 20 in flight
   l.on_outcome(outcome_kind::ok, 2); // idle: proves nothing
-  CHECK(l.limit() == 21);
+  CHECK(l.limit() == 40);
 }
 
 TEST_CASE("a transient or permanent failure leaves the limit") {
@@ -110,4 +111,91 @@ TEST_CASE("reconfigure keeps the limit reached, brought into the new bounds") {
   bad.decrease_ratio = 2;
   CHECK_THROWS_AS(l.reconfigure(bad), std::invalid_argument);
   CHECK(l.limit() == 50); // refused: nothing changed
+}
+
+namespace {
+
+// A healthy upstream under `demand` callers that always have a call ready:
+// every permit the limit grants is in use, so each success sees
+// min(demand, limit) calls in flight. The successes it took for the limit
+// to reach `target`, or -1 when `budget` successes were not enough.
+int successes_to_reach(aimd_limit& l, uint32_t demand, uint32_t target,
+                       int budget) {
+  for (int n = 0; n < budget; ++n) {
+    if (l.limit() >= target)
+      return n;
+    l.on_outcome(outcome_kind::ok, std::min(demand, l.limit()));
+  }
+  return l.limit() >= target ? budget : -1;
+}
+
+} // namespace
+
+TEST_CASE("with the default settings, 64 callers on a healthy upstream get a "
+          "limit of 64 within two successes (slow start)") {
+  aimd_limit l{aimd_config{}}; // the shipped defaults: initial 16
+  REQUIRE(l.limit() == 16);
+  // 16 in flight succeed: 32; 32 in flight succeed: 64. The additive rule
+  // alone took 48 successes (one per success from 16).
+  CHECK(successes_to_reach(l, 64, 64, 1000) == 2);
+  // It settles where the additive rule would have ended too (growth stops
+  // once fewer than half the permits are used): slow start makes the climb
+  // faster, not the ceiling higher.
+  for (int i = 0; i < 1000; ++i)
+    l.on_outcome(outcome_kind::ok, std::min(64u, l.limit()));
+  CHECK(l.limit() == 129);
+}
+
+TEST_CASE("slow start grows to at most twice the calls seen in flight, and "
+          "never past max") {
+  aimd_config c;
+  c.initial = 10;
+  c.max = 100;
+  aimd_limit l{c};
+  l.on_success(4); // under half in use: proves nothing
+  CHECK(l.limit() == 10);
+  l.on_success(7); // 7 in flight succeed: 14, not 20
+  CHECK(l.limit() == 14);
+  l.on_success(14);
+  CHECK(l.limit() == 28);
+  l.on_success(28);
+  l.on_success(56);
+  CHECK(l.limit() == 100);
+}
+
+TEST_CASE("after the first drop the limit grows additively, for good") {
+  aimd_config c;
+  c.initial = 40;
+  c.max = 1000;
+  aimd_limit l{c};
+  l.on_outcome(outcome_kind::rate_limited, 40);
+  CHECK(l.limit() == 20);
+  l.on_outcome(outcome_kind::ok, 20);
+  CHECK(l.limit() == 21); // one step, not a doubling
+  // A reload proves nothing about the upstream: still additive after it.
+  l.reconfigure(c);
+  l.on_outcome(outcome_kind::ok, 21);
+  CHECK(l.limit() == 22);
+  // A transient failure or a permanent error is no drop: a fresh limit
+  // that sees only those stays in slow start.
+  aimd_limit fresh{c};
+  fresh.on_outcome(outcome_kind::transient, 40);
+  fresh.on_outcome(outcome_kind::permanent, 40);
+  fresh.on_outcome(outcome_kind::ok, 40);
+  CHECK(fresh.limit() == 80);
+}
+
+TEST_CASE("slow_start = false grows one increase per success from the "
+          "start") {
+  aimd_config c;
+  c.slow_start = false;
+  aimd_limit l{c};
+  CHECK_FALSE(l.in_slow_start());
+  CHECK(successes_to_reach(l, 64, 64, 1000) == 48);
+  // Turned on by a reload before any drop: slow start from there.
+  c.slow_start = true;
+  l.reconfigure(c);
+  CHECK(l.in_slow_start());
+  l.on_success(64);
+  CHECK(l.limit() == 128);
 }
