@@ -26,7 +26,7 @@ std::string take_piece() noexcept {
 
 void give_back_piece(std::string&& s) noexcept {
   auto cap = s.capacity();
-  if (cap <= 15 || cap > piece_pool_max_capacity)
+  if (cap <= std::string{}.capacity() || cap > piece_pool_max_capacity)
     return; // nothing on the heap, or too large to keep
   auto& p = this_thread_pool;
   if (!p.ready) {

@@ -103,7 +103,7 @@ void connection::fail(const char* where, const char* what) noexcept {
   try {
     if (!rec_.method.empty()) {
       rec_.error = "handler_error";
-      log_access(sse_ && sse_->started() ? 200 : 500); // 200: already sent
+      log_access(sse_ && sse_->header_sent() ? 200 : 500); // 200: already sent
     }
   } catch (...) {
     // nothing more to do about it

@@ -5,6 +5,7 @@
 #include <boost/beast/http/message.hpp>
 
 #include <array>
+#include <atomic>
 #include <string_view>
 
 #include "sluice/actors/piece_pool.hpp"
@@ -16,13 +17,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 
-sse_stream::sse_stream(beast::tcp_stream& stream, size_t limit,
-                       std::function<void(end)> on_end)
-    : stream_(stream)
-    , limit_(limit)
-    , on_end_(std::move(on_end)) {
-  // nop
-}
 
 void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
                        unsigned version, const std::string& request_id,
@@ -98,11 +92,34 @@ struct buffer_span {
 
 } // namespace
 
+namespace {
+
+/// Serial numbers of streams: a posted handler finds out whether the
+/// stream at its address is still the one that posted it (a connection
+/// builds the next request's stream in the same place).
+std::atomic<uint64_t> next_serial{1};
+
+} // namespace
+
+sse_stream::sse_stream(beast::tcp_stream& stream, size_t limit,
+                       std::function<void(end)> on_end)
+    : stream_(stream)
+    , limit_(limit)
+    , on_end_(std::move(on_end))
+    , serial_(next_serial.fetch_add(1, std::memory_order_relaxed)) {
+  // nop
+}
+
 void sse_stream::push(std::string frame) {
   if (ended_ || finishing_ || frame.empty())
     return;
   if (queued_bytes_ + frame.size() > limit_)
     return drop(); // a client that cannot keep up
+  // A frame that waits (a client that reads slowly) keeps no more memory
+  // than it needs: a piece read into a pooled string may have 16 KiB of
+  // room for a few bytes, and the budget counts bytes.
+  if ((write_pending_ || held_) && frame.capacity() > 2 * frame.size() + 64)
+    frame.shrink_to_fit();
   queued_bytes_ += frame.size();
   bool last = ends_stream(frame);
   queue_.push_back(std::move(frame));
@@ -126,7 +143,25 @@ void sse_stream::drop() {
   queue_.clear();
   beast::error_code ignored;
   stream_.socket().close(ignored);
-  end_with(end::failed);
+  // The end of the stream may be out already, its handler still to run.
+  end_with(all_sent_ ? end::finished : end::failed);
+}
+
+// Runs `fn` later on the stream's loop, if the stream is still this one
+// and its owner lives; an exception drops the client.
+template <class F>
+void sse_stream::post_own(F fn) {
+  net::post(stream_.get_executor(),
+            [this, owner = owner_, serial = serial_, fn = std::move(fn)] {
+              auto alive = owner.lock();
+              if (!alive || serial_ != serial)
+                return; // the connection is gone, or streams another answer
+              try {
+                fn();
+              } catch (...) {
+                drop();
+              }
+            });
 }
 
 // The stream's last event came: its end (the call's result) usually
@@ -134,13 +169,10 @@ void sse_stream::drop() {
 // both). Write after that round, so both leave in one write; a result that
 // comes later finds the frame written.
 void sse_stream::hold_write() {
-  if (held_ || write_pending_)
+  if (held_ || write_pending_ || owner_.expired())
     return; // a write in flight takes the frame when it completes
   held_ = true;
-  net::post(stream_.get_executor(), [this, owner = owner_] {
-    auto alive = owner.lock();
-    if (!alive)
-      return;
+  post_own([this] {
     held_ = false;
     write_next();
   });
@@ -154,73 +186,80 @@ void sse_stream::write_next() {
     return;
   if (queue_.empty() && !finishing_)
     return;
-  // The queue becomes the write's, and the emptied vector of the last
-  // write takes new frames: both keep their capacity.
-  in_write_.clear();
-  std::swap(queue_, in_write_);
-  size_t bytes = 0;
-  for (auto& f : in_write_)
-    bytes += f.size();
-  bool last = finishing_;
-  last_in_write_ = last;
+  try {
+    write_queued(std::move(owner));
+  } catch (...) {
+    drop(); // no memory for the buffers: the stream cannot go on
+  }
+}
+
+void sse_stream::write_queued(std::shared_ptr<void> owner) {
   // One write: the header the first time, then all queued frames as one
   // chunk (its size line, the frames, CRLF), and the last chunk when
   // finishing. Framed by hand into buffers this stream keeps: Beast's
   // `make_chunk` copies its buffer sequence (a vector here) at each step
-  // of the write, an allocation each.
+  // of the write, an allocation each. The buffers are made before any
+  // state changes (making them may throw).
   buffers_.clear();
-  if (!head_sent_) {
-    head_sent_ = true;
+  buffers_.reserve(queue_.size() + 4);
+  if (!head_sent_)
     buffers_.emplace_back(net::buffer(head_));
-  }
+  size_t bytes = 0;
+  for (auto& f : queue_)
+    bytes += f.size();
   if (bytes > 0) {
     buffers_.emplace_back(net::buffer(size_line_.data(),
                                       chunk_size_line(bytes, size_line_)));
-    for (auto& f : in_write_)
-      buffers_.emplace_back(net::buffer(f));
+    for (auto& f : queue_)
+      buffers_.emplace_back(net::buffer(f)); // the strings move, not their bytes
     buffers_.emplace_back(net::buffer(crlf, 2));
   }
+  bool last = finishing_;
   if (last)
     buffers_.emplace_back(net::buffer(last_chunk, 5));
+  // The queue becomes the write's, and the emptied vector of the last
+  // write takes new frames: both keep their capacity. (A string's bytes
+  // stay where they are when the vectors trade places.)
+  in_write_.clear();
+  std::swap(queue_, in_write_);
+  head_sent_ = true;
+  last_in_write_ = last;
   write_pending_ = true;
   // First without waiting: a socket with room in its send buffer (the
   // usual case) takes it all now, and the write is over with no operation,
   // no timer and no round of the loop. What it does not take is written
-  // asynchronously, under the write timeout.
+  // asynchronously, under the write timeout. (One `write_some` sends at
+  // most 64 buffers: a long queue takes several.)
   beast::error_code ec;
   auto& socket = stream_.socket();
   if (!socket.non_blocking())
     socket.non_blocking(true, ec);
-  size_t total = net::buffer_size(buffer_span{buffers_.data(), buffers_.size()});
-  size_t n = 0;
-  if (!ec)
-    n = socket.write_some(buffer_span{buffers_.data(), buffers_.size()}, ec);
-  if (ec == net::error::would_block || ec == net::error::try_again) {
-    ec = {};
-    n = 0;
+  size_t from = 0;
+  while (!ec && from < buffers_.size()) {
+    size_t n = socket.write_some(
+        buffer_span{buffers_.data() + from, buffers_.size() - from}, ec);
+    while (n > 0 && n >= buffers_[from].size())
+      n -= buffers_[from++].size();
+    if (n > 0)
+      buffers_[from] += n;
   }
-  if (!ec && n == total && !last)
-    return on_written(ec, bytes); // may queue nothing more: returns
-  if (ec || n == total) {
+  if (ec == net::error::would_block || ec == net::error::try_again)
+    ec = {};
+  bool all = !ec && from == buffers_.size();
+  if (all && !last)
+    return on_written(ec, bytes); // queues nothing more: returns
+  if (ec || all) {
     // The end of the stream, or a failed write: what follows (the
     // connection's next request, or its close) runs as a handler of its
     // own, not inside the caller's code.
-    net::post(stream_.get_executor(),
-              [this, owner = std::move(owner), bytes, ec] {
-                on_written(ec, bytes);
-              });
+    all_sent_ = all;
+    post_own([this, bytes, ec] { on_written(ec, bytes); });
     return;
   }
-  // The rest, from the first byte not taken.
-  size_t skip = 0;
-  while (n > 0 && n >= buffers_[skip].size())
-    n -= buffers_[skip++].size();
-  if (n > 0)
-    buffers_[skip] += n;
   async_written_ = true;
   stream_.expires_after(stream_write_timeout);
   net::async_write(stream_,
-                   buffer_span{buffers_.data() + skip, buffers_.size() - skip},
+                   buffer_span{buffers_.data() + from, buffers_.size() - from},
                    bind_memory(write_memory_,
                                [this, owner = std::move(owner),
                                 bytes](beast::error_code ec, std::size_t) {

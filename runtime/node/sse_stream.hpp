@@ -23,6 +23,7 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -87,12 +88,17 @@ public:
   void drop();
 
   bool started() const noexcept { return started_; }
+  /// The response header went out (in a write that started).
+  bool header_sent() const noexcept { return head_sent_; }
   bool ended() const noexcept { return ended_; }
   size_t queued_bytes() const noexcept { return queued_bytes_; }
 
 private:
   void write_next();
+  void write_queued(std::shared_ptr<void> owner);
   void hold_write();
+  template <class F>
+  void post_own(F fn);
   void on_written(boost::system::error_code ec, size_t frames_bytes);
   void end_with(end e);
 
@@ -124,6 +130,11 @@ private:
   bool last_in_write_ = false;
   /// The write in flight is an asynchronous one (under the timeout).
   bool async_written_ = false;
+  /// The last write took everything, the end included (its handler may
+  /// still be to run).
+  bool all_sent_ = false;
+  /// This stream among all (`post_own`).
+  uint64_t serial_;
   bool ended_ = false;
 };
 

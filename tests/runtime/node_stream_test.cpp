@@ -23,7 +23,10 @@ using namespace sluice::testing::loopback;
 namespace {
 
 std::string node_config(const test_upstream& up, const std::string& path) {
-  return "[node]\naccess_log = \"off\"\n"
+  // One loop: the call's actor, its upstream connection and the client's
+  // connection share it, so a read's piece and the call's end reach the
+  // stream in one round of it (with two, the governor may run on the other).
+  return "[node]\naccess_log = \"off\"\nloops = 1\n"
          "[sources.up]\ntype = \"http\"\nbase_url = \"" +
          up.url(path) +
          "\"\n[routes.\"/v1/chat/completions\"]\nsources = [\"up\"]\n";
