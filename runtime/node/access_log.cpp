@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -260,6 +261,8 @@ void access_log::flush() noexcept {
 // -- the writer thread --------------------------------------------------------
 
 void access_log::run() noexcept {
+  // For `top -H` and /proc/PID/task/*/comm (at most 15 bytes).
+  ::pthread_setname_np(::pthread_self(), "sluice-access");
   std::vector<entry> batch;
   std::string buf;
   std::unique_lock<std::mutex> lock{mx_};
