@@ -34,6 +34,10 @@ variant_toml() {
     loops=2) printf 'scheduler = "loops"\nloops = 2\n' ;;
     loops=2-handoff) printf 'scheduler = "loops"\nloops = 2\naccept = "handoff"\n' ;;
     loops=1) printf 'scheduler = "loops"\nloops = 1\n' ;;
+    # loops=2 with the access log on a file: node_perf.sh points
+    # sluice_conf's access_log line at $work/access.log (TOML refuses a
+    # second access_log key here).
+    loops=2-log) printf 'scheduler = "loops"\nloops = 2\n' ;;
     sharing) printf 'scheduler = "sharing"\nactor_threads = 0            # half the cores, >= 1 (its default)\n' ;;
     *) return 1 ;;
   esac

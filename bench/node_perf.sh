@@ -11,6 +11,8 @@
 #     VARIANT      loops=1 | loops=2  (node.scheduler = "loops", node.loops)
 #                  loops=2-handoff    (one listener handing connections out:
 #                                      node.accept = "handoff")
+#                  loops=2-log        (loops=2 with node.access_log on a
+#                                      file, $work/access.log)
 #                  sharing            (node.scheduler = "sharing": CAF
 #                                      workers + 2 HTTP front threads)
 #                  nginx              nginx proxy_pass instead of the node
@@ -37,7 +39,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 usage() {
-  echo "usage: $0 loops=1|loops=2|loops=2-handoff|sharing|nginx [seconds] [connections]" >&2
+  echo "usage: $0 loops=1|loops=2|loops=2-handoff|loops=2-log|sharing|nginx [seconds] [connections]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -45,7 +47,7 @@ variant=$1
 secs=${2:-5}
 conns=${3:-16}
 case $variant in
-  loops=2 | loops=2-handoff | loops=1 | sharing | nginx) ;;
+  loops=2 | loops=2-handoff | loops=2-log | loops=1 | sharing | nginx) ;;
   *) usage ;;
 esac
 
@@ -120,6 +122,10 @@ if [ "$variant" = nginx ]; then
   proxy_conf "$work/proxy.conf" "$sl" "$up"
 else
   sluice_conf "$work/sluice.toml" "$sl" "$variant" "$up"
+  if [ "$variant" = loops=2-log ]; then
+    sed -i "s|^access_log = \"off\".*|access_log = \"$work/access.log\"|" \
+      "$work/sluice.toml"
+  fi
 fi
 post_lua "$work/post.lua"
 
@@ -242,6 +248,11 @@ awk -v t="$task_ms" -v c="$cs" -v m="$mig" -v n="$requests" -v s="$secs" '
     printf "per request: CPU %.1f us, context switches %.2f, cpu-migrations %.4f\n",
       t * 1000 / n, c / n, m / n
   }'
+if [ -f "$work/access.log" ]; then
+  # Lines queued and not yet written (at most the flush interval's) are
+  # not counted here.
+  echo "access log: $(wc -l < "$work/access.log") line(s) written so far"
+fi
 if [ -n "${SLUICE_PERF_EVENTS:-}" ]; then
   awk -F, -v n="$requests" -v want="$SLUICE_PERF_EVENTS" '
     BEGIN { k = split(want, w, ",") }

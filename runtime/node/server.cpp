@@ -713,6 +713,9 @@ size_t http_front::shutdown(duration grace) {
       logger().error("shutdown: {} connection(s) of the HTTP front did not "
                      "close within {} ms; their state is left allocated",
                      f.open_connections.load(), loop_close_time.count());
+      // Its access log too: what it queued is written now, as the
+      // destructor would have.
+      f.access.flush();
       impl_->hold.reset();
       static_cast<void>(impl_.release());
     }

@@ -292,6 +292,7 @@ json status_json(front_state& front, json scopes) {
             {"accept_errors", k.accept_errors.load()},
             {"idle_connections_shed", k.connections_shed.load()},
             {"access_log_lines_suppressed", front.access.suppressed_total()},
+            {"access_log_lines_dropped", front.access.dropped_total()},
             {"requests", k.requests_refused.load()},
             {"stream_clients_dropped", k.clients_dropped.load()},
             {"handler_errors", k.handler_errors.load()}}},

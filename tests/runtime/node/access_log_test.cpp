@@ -1,14 +1,21 @@
 // The access log's bounds (issue 30, finding 11): every field of a line is
 // cut to its limit with a visible mark, a flood of refusals writes a
 // sampled record with the count of what it left out, and the file can be
-// rotated (rename + reopen, or copytruncate).
+// rotated (rename + reopen, or copytruncate). Lines are written by the
+// log's own thread (issue 31, item 5): the caller only queues them, a full
+// queue drops and counts, and neither a reopen nor the stop loses a line.
 
 #include "sluice/runtime/node/access_log.hpp"
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -32,6 +39,51 @@ std::vector<std::string> lines_of(const std::string& path) {
     out.push_back(line);
   return out;
 }
+
+access_record ok_line(std::string id) {
+  access_record r;
+  r.time = std::chrono::system_clock::now();
+  r.request_id = std::move(id);
+  r.method = "GET";
+  r.path = "/healthz";
+  r.status = 200;
+  return r;
+}
+
+std::string id_of(const std::string& line) {
+  return nlohmann::json::parse(line)["request_id"].get<std::string>();
+}
+
+/// Holds the writer in its `before_batch` hook until released, noting the
+/// thread it runs on.
+struct writer_gate {
+  std::mutex mx;
+  std::condition_variable cv;
+  bool held = true;
+  int entered = 0;
+  std::thread::id writer;
+
+  std::function<void()> hook() {
+    return [this] {
+      std::unique_lock<std::mutex> lock{mx};
+      ++entered;
+      writer = std::this_thread::get_id();
+      cv.notify_all();
+      cv.wait(lock, [&] { return !held; });
+    };
+  }
+  /// Bounded: false if the writer never took a batch.
+  bool wait_entered() {
+    std::unique_lock<std::mutex> lock{mx};
+    return cv.wait_for(lock, std::chrono::seconds{10},
+                       [&] { return entered > 0; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> guard{mx};
+    held = false;
+    cv.notify_all();
+  }
+};
 
 access_record refusal(std::string path) {
   access_record r;
@@ -119,16 +171,20 @@ TEST_CASE("access log: reopen after a rename writes to a new file at the "
   ok.status = 200;
   access_log log{path};
   log.write(ok);
+  log.flush();
   REQUIRE(std::rename(path.c_str(), old.c_str()) == 0);
   log.write(ok); // still the renamed file, as before a reopen
+  log.flush();
   CHECK(lines_of(old).size() == 2);
   REQUIRE(log.reopen());
   log.write(ok);
+  log.flush();
   CHECK(lines_of(old).size() == 2);
   CHECK(lines_of(path).size() == 1);
   // copytruncate: logrotate copies the file, then truncates it in place.
   REQUIRE(truncate(path.c_str(), 0) == 0);
   log.write(ok);
+  log.flush();
   std::ifstream in{path, std::ios::binary};
   std::string all{std::istreambuf_iterator<char>{in}, {}};
   // Appending: the line is at the start, no hole of zero bytes before it.
@@ -154,4 +210,159 @@ TEST_CASE("access log: a FIFO is refused at once, at the start and on a "
   REQUIRE(std::rename(path.c_str(), file.c_str()) == 0);
   CHECK_FALSE(log.reopen());
   std::remove(file.c_str());
+}
+
+TEST_CASE("access log: write returns without writing - the log's own "
+          "thread writes, while the caller goes on") {
+  auto path = temp_path("off-thread");
+  std::remove(path.c_str());
+  writer_gate gate;
+  access_log_options opts;
+  opts.flush_interval = std::chrono::milliseconds{10};
+  opts.before_batch = gate.hook();
+  {
+    access_log log{path, opts};
+    log.write(ok_line("first"));
+    // The writer took "first" and is held before writing it.
+    REQUIRE(gate.wait_entered());
+    for (int i = 0; i < 100; ++i)
+      log.write(ok_line("held-" + std::to_string(i)));
+    // Each write returned although the writer cannot write: nothing of
+    // them (nor "first") is in the file.
+    CHECK(lines_of(path).empty());
+    CHECK(gate.writer != std::this_thread::get_id());
+    gate.release();
+    log.flush();
+    CHECK(lines_of(path).size() == 101);
+  }
+  std::remove(path.c_str());
+}
+
+TEST_CASE("access log: a line is written within the flush interval, "
+          "without a flush or the stop") {
+  auto path = temp_path("interval");
+  std::remove(path.c_str());
+  access_log_options opts;
+  opts.flush_interval = std::chrono::milliseconds{50};
+  access_log log{path, opts};
+  log.write(ok_line("soon"));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{5};
+  while (lines_of(path).empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  REQUIRE(lines_of(path).size() == 1);
+  CHECK(id_of(lines_of(path).front()) == "soon");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("access log: lines from several threads all arrive, each "
+          "thread's in its order, once the log is destroyed") {
+  auto path = temp_path("threads");
+  std::remove(path.c_str());
+  constexpr int threads = 4;
+  constexpr int per_thread = 5000;
+  {
+    access_log_options opts;
+    opts.flush_interval = std::chrono::milliseconds{5};
+    access_log log{path, opts};
+    std::vector<std::thread> writers;
+    for (int t = 0; t < threads; ++t)
+      writers.emplace_back([&log, t] {
+        for (int i = 0; i < per_thread; ++i)
+          log.write(ok_line(std::to_string(t) + "-" + std::to_string(i)));
+      });
+    for (auto& w : writers)
+      w.join();
+    CHECK(log.dropped_total() == 0);
+  } // no flush: the destructor writes what is queued
+  auto lines = lines_of(path);
+  REQUIRE(lines.size() == threads * per_thread);
+  std::vector<int> next(threads, 0);
+  bool in_order = true;
+  for (auto& line : lines) {
+    auto id = id_of(line);
+    auto dash = id.find('-');
+    auto t = std::stoi(id.substr(0, dash));
+    auto i = std::stoi(id.substr(dash + 1));
+    in_order = in_order && i == next[t];
+    next[t] = i + 1;
+  }
+  CHECK(in_order);
+  for (int t = 0; t < threads; ++t)
+    CHECK(next[t] == per_thread);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("access log: a full queue drops the line and counts it, and "
+          "the caller never waits for room") {
+  auto path = temp_path("full");
+  std::remove(path.c_str());
+  writer_gate gate;
+  access_log_options opts;
+  opts.max_queued_lines = 8;
+  opts.flush_interval = std::chrono::milliseconds{10};
+  opts.before_batch = gate.hook();
+  {
+    access_log log{path, opts};
+    log.write(ok_line("taken"));
+    REQUIRE(gate.wait_entered()); // "taken" is out of the queue
+    for (int i = 0; i < 20; ++i)
+      log.write(ok_line("q-" + std::to_string(i)));
+    // 8 fit; 12 are dropped, while the writer is still held.
+    CHECK(log.dropped_total() == 12);
+    gate.release();
+    log.flush();
+    CHECK(log.dropped_total() == 12);
+    log.write(ok_line("after")); // room again
+  }
+  auto lines = lines_of(path);
+  REQUIRE(lines.size() == 1 + 8 + 1);
+  CHECK(id_of(lines[0]) == "taken");
+  for (int i = 0; i < 8; ++i)
+    CHECK(id_of(lines[1 + i]) == "q-" + std::to_string(i));
+  CHECK(id_of(lines.back()) == "after");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("access log: a reopen while lines are queued loses none - "
+          "those before it go to the old file, the later ones to the new") {
+  auto path = temp_path("reopen-queued");
+  auto old = path + ".1";
+  std::remove(path.c_str());
+  std::remove(old.c_str());
+  writer_gate gate;
+  access_log_options opts;
+  opts.flush_interval = std::chrono::milliseconds{10};
+  opts.before_batch = gate.hook();
+  {
+    access_log log{path, opts};
+    log.write(ok_line("a"));
+    REQUIRE(gate.wait_entered()); // "a" taken, not written yet
+    log.write(ok_line("b"));
+    log.write(ok_line("c"));
+    REQUIRE(std::rename(path.c_str(), old.c_str()) == 0);
+    REQUIRE(log.reopen());
+    log.write(ok_line("d"));
+    log.write(ok_line("e"));
+    gate.release();
+  } // the stop writes the rest
+  auto before = lines_of(old);
+  auto after = lines_of(path);
+  REQUIRE(before.size() == 3);
+  REQUIRE(after.size() == 2);
+  CHECK(id_of(before[0]) == "a");
+  CHECK(id_of(before[1]) == "b");
+  CHECK(id_of(before[2]) == "c");
+  CHECK(id_of(after[0]) == "d");
+  CHECK(id_of(after[1]) == "e");
+  std::remove(path.c_str());
+  std::remove(old.c_str());
+}
+
+TEST_CASE("access log: off starts no writer and counts nothing") {
+  access_log log{"off"};
+  CHECK_FALSE(log.enabled());
+  log.write(ok_line("x"));
+  log.flush();
+  CHECK(log.reopen());
+  CHECK(log.dropped_total() == 0);
 }
