@@ -34,6 +34,7 @@ variant_toml() {
     loops=2) printf 'scheduler = "loops"\nloops = 2\n' ;;
     loops=2-handoff) printf 'scheduler = "loops"\nloops = 2\naccept = "handoff"\n' ;;
     loops=1) printf 'scheduler = "loops"\nloops = 1\n' ;;
+    shipped) ;; # the scheduler and loops as shipped
     # loops=2 with the access log on a file: node_perf.sh points
     # sluice_conf's access_log line at $work/access.log (TOML refuses a
     # second access_log key here).
@@ -126,14 +127,16 @@ sources = ["up"]
 CONF
 }
 
-# sluice_default_conf FILE PORT UPSTREAM_PORT: a sluice-node as a user
-# runs it from the README: only node.listen, one http source with its
-# base_url and the chat route; everything else (admission caps, AIMD, the
-# keep-alive pool, the scheduler, the access log to stdout) as shipped.
+# sluice_default_conf FILE PORT UPSTREAM_PORT [ACCESS_LOG]: a sluice-node
+# as a user runs it from the README: only node.listen, one http source with
+# its base_url and the chat route; everything else (admission caps, AIMD,
+# the keep-alive pool, the scheduler, the access log to stdout unless
+# ACCESS_LOG names a file) as shipped.
 sluice_default_conf() {
   cat > "$1" <<CONF
 [node]
 listen = "127.0.0.1:$2"
+${4:+access_log = \"$4\"}
 [sources.up]
 type = "http"
 base_url = "http://127.0.0.1:$3"

@@ -183,46 +183,6 @@ CONF
   } > "$1"
 }
 
-# node_tuned_conf FILE PORT UPSTREAM_PORT: as sluice_conf in common.sh (caps
-# and pools raised, no access log), scheduler and loops as shipped.
-node_tuned_conf() {
-  cat > "$1" <<CONF
-[node]
-listen = "127.0.0.1:$2"
-access_log = "off"
-[admission]
-session_cap = 1024
-connection_cap = 1024
-global_cap = 4096
-[sources.up]
-type = "http"
-base_url = "http://127.0.0.1:$3"
-max_idle_connections = 256
-  [sources.up.aimd]
-  initial = 256
-  max = 1024
-[routes."/v1/chat/completions"]
-kind = "chat"
-sources = ["up"]
-CONF
-}
-
-# node_default_conf FILE PORT UPSTREAM_PORT ACCESS_LOG: the shipped
-# defaults, an access log to a file.
-node_default_conf() {
-  cat > "$1" <<CONF
-[node]
-listen = "127.0.0.1:$2"
-access_log = "$4"
-[sources.up]
-type = "http"
-base_url = "http://127.0.0.1:$3"
-[routes."/v1/chat/completions"]
-kind = "chat"
-sources = ["up"]
-CONF
-}
-
 # The targets of the current section. kind: upstream | nginx | node;
 # ref: the index of the nginx row a row's streams/s is compared with (-1:
 # none); state: ok | down.
@@ -418,11 +378,13 @@ start_section() {
   start nginx+log $((p0 + 2)) nginx -1 "$work/logs/nginxlog-$tag.out" \
     "$work/logs/nginxlog-$tag.err" \
     nginx -c "$work/nginxlog-$tag.conf" -p "$work"
-  node_tuned_conf "$work/node-tuned-$tag.toml" $((p0 + 3)) "$p0"
+  # Tuned as sluice_conf in common.sh (caps and pools raised, no access
+  # log), the scheduler and loops as shipped.
+  sluice_conf "$work/node-tuned-$tag.toml" $((p0 + 3)) shipped "$p0"
   start "sluice-node tuned" $((p0 + 3)) node 1 \
     "$work/logs/node-tuned-$tag.out" "" \
     "$node_bin" --config "$work/node-tuned-$tag.toml"
-  node_default_conf "$work/node-default-$tag.toml" $((p0 + 4)) "$p0" \
+  sluice_default_conf "$work/node-default-$tag.toml" $((p0 + 4)) "$p0" \
     "$work/logs/node-default-$tag.access"
   start "sluice-node default" $((p0 + 4)) node 2 \
     "$work/logs/node-default-$tag.out" "" \
