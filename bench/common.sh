@@ -28,6 +28,23 @@ cleanup() {
   rm -rf "$work"
 }
 
+# install_missing COMMAND=PACKAGE...: installs from Debian the packages of
+# the commands not found (on PATH or in /usr/sbin).
+install_missing() {
+  local need=() pair cmd
+  for pair in "$@"; do
+    cmd=${pair%%=*}
+    command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] ||
+      need+=("${pair#*=}")
+  done
+  [ ${#need[@]} -gt 0 ] || return 0
+  local sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
+}
+
 # variant_toml NAME: the [node] lines of a sluice-node variant.
 variant_toml() {
   case $1 in

@@ -51,24 +51,13 @@ case $variant in
   *) usage ;;
 esac
 
-need=()
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-command -v wrk >/dev/null 2>&1 || need+=(wrk)
-command -v perf >/dev/null 2>&1 || need+=(linux-perf)
-if [ ${#need[@]} -gt 0 ]; then
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+# shellcheck source=bench/common.sh
+source "$root/bench/common.sh"
+install_missing nginx=nginx-light wrk=wrk perf=linux-perf
 PATH=$PATH:/usr/sbin
 
 work=$(mktemp -d)
 pids=()
-# alive PID: the process runs (an exited child stays a zombie until waited
-# for, and kill -0 would still succeed on it).
-source "$root/bench/common.sh"
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM

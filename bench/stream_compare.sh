@@ -89,17 +89,9 @@ events_list=(20 200)
 fe_events=20
 fe_gap_us=1000
 
-need=()
-command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
-command -v wrk >/dev/null 2>&1 || need+=(wrk)
-command -v curl >/dev/null 2>&1 || need+=(curl)
-if [ ${#need[@]} -gt 0 ]; then
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get update -qq
-  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+# shellcheck source=bench/common.sh
+source "$root/bench/common.sh"
+install_missing nginx=nginx-light wrk=wrk curl=curl
 PATH=$PATH:/usr/sbin
 if ! command -v g++ >/dev/null 2>&1; then
   echo "$me: g++ is needed to build bench/sse_upstream.cpp and" \
@@ -120,7 +112,6 @@ fi
 
 work=$(mktemp -d)
 pids=()
-source "$root/bench/common.sh"
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
