@@ -62,6 +62,8 @@ private:
     std::unique_ptr<upstream::connection> stream;
     bool reused = false;
     http::request<http::string_body> req;
+    /// Writes `req` (a new one per request sent).
+    std::optional<http::request_serializer<http::string_body>> writer;
     /// The answer being read (a new one per request sent).
     std::optional<upstream::response_reader> reader;
     done_fn done;
@@ -152,15 +154,28 @@ public:
       headers_.emplace_back(name, header_value(value));
   }
 
+  /// Whether the calling thread runs this engine's loop now.
+  bool on_loop() const noexcept {
+    return ioc_.get_executor().running_in_this_thread();
+  }
+
+  /// Starts the exchange now when called on the engine's loop (a governor
+  /// on that loop: its request goes out in the same round), else posts it
+  /// there. `done` may be called before this returns.
   void start(uint64_t id, call_request req, done_fn done) {
+    if (on_loop())
+      return start_here(id, std::move(req), std::move(done));
     net::post(ioc_, [self = shared_from_this(), id, req = std::move(req),
                      done = std::move(done)]() mutable {
-      auto ex = std::make_shared<exchange>();
-      ex->id = id;
-      ex->done = std::move(done);
-      self->guarded(ex, "start",
-                    [self, ex, &req] { self->begin(ex, std::move(req)); })();
+      self->start_here(id, std::move(req), std::move(done));
     });
+  }
+
+  void start_here(uint64_t id, call_request req, done_fn done) {
+    auto ex = std::make_shared<exchange>();
+    ex->id = id;
+    ex->done = std::move(done);
+    guarded(ex, "start", [this, ex, &req] { begin(ex, std::move(req)); })();
   }
 
   /// The requester is gone: close its upstream request now.
@@ -430,15 +445,36 @@ private:
     ex->reader.emplace(limits_for(*ex));
     if (!arm(ex)) // the write is bounded as the first read
       return;
-    // Write the request, then read the answer as it comes.
-    http::async_write(
-        *ex->stream, ex->req,
-        guarded(ex, "write", [this, ex](beast::error_code ec, std::size_t) {
-          ec = step_result(*ex, ec);
-          if (ec)
-            return retry_or_fail(ex, ec, "write");
-          read_more(ex);
-        }));
+    // Write the request, then read the answer as it comes. Over plain TCP
+    // first without waiting: a socket with room in its send buffer (the
+    // usual case) takes the whole request now, and the answer's read
+    // starts in the same round. What it does not take is written
+    // asynchronously, the serializer going on where it stopped.
+    ex->writer.emplace(ex->req);
+    auto written = guarded(ex, "write",
+                           [this, ex](beast::error_code ec, std::size_t) {
+                             ec = step_result(*ex, ec);
+                             if (ec)
+                               return retry_or_fail(ex, ec, "write");
+                             read_more(ex);
+                           });
+    if (!ex->stream->secure()) {
+      beast::error_code ec;
+      auto& socket = ex->stream->tcp().socket();
+      if (!socket.non_blocking())
+        socket.non_blocking(true, ec);
+      if (!ec)
+        http::write(socket, *ex->writer, ec);
+      if (!ec)
+        return read_more(ex);
+      if (ec != net::error::would_block && ec != net::error::try_again) {
+        // Failed: handled as a handler, as the asynchronous write's
+        // (a retry on a fresh connection does not recurse here).
+        net::post(ioc_, [written, ec]() mutable { written(ec, 0); });
+        return;
+      }
+    }
+    http::async_write(*ex->stream, *ex->writer, std::move(written));
   }
 
   void read_more(const exchange_ptr& ex) {
@@ -649,7 +685,7 @@ http_client::~http_client() {
 }
 
 void http_client::start(uint64_t id, call_request req, done_fn done) {
-  if (!life_) {
+  if (!life_ || engine_->on_loop()) { // on its loop, the loop is alive
     engine_->start(id, std::move(req), std::move(done));
     return;
   }

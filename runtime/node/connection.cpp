@@ -186,7 +186,18 @@ std::chrono::steady_clock::duration connection::request_timeout() const {
 }
 
 void connection::read_header() {
+  // The deadline of the request's reads, its body's too.
   stream_.expires_after(request_timeout());
+  // The header is usually whole in the buffer already (it came with the
+  // first bytes, or pipelined): parse it here, rather than through a read
+  // that completes at once and so is handed back a round of the loop later.
+  if (buffer_.size() > 0) {
+    beast::error_code ec;
+    if (!parse_buffered(true, ec) || parser_->is_header_done()) {
+      set_idle(false);
+      return on_header(ec);
+    }
+  }
   // Read the header first: its framing is checked (and `100 Continue`
   // sent) before any of the body is read.
   http::async_read_header(
@@ -199,6 +210,27 @@ void connection::read_header() {
           self->on_header(ec);
         });
       });
+}
+
+// As Beast's read does with what it has read: the parser takes what it can
+// (the header's limit, the body's limit and the framing are its checks);
+// `need_more` asks for a read. A header over the buffer's room is Beast's
+// `buffer_overflow` on that read.
+bool connection::parse_buffered(bool header_only, beast::error_code& ec) {
+  while (buffer_.size() > 0 &&
+         !(header_only ? parser_->is_header_done() : parser_->is_done())) {
+    auto n = parser_->put(buffer_.data(), ec);
+    buffer_.consume(n);
+    if (ec == http::error::need_more) {
+      ec = {}; // the rest is on its way: read it
+      return true;
+    }
+    if (ec)
+      return false;
+    if (n == 0)
+      break;
+  }
+  return true;
 }
 
 void connection::on_header(beast::error_code ec) {
@@ -230,19 +262,8 @@ void connection::on_header(beast::error_code ec) {
     return;
   }
   // The body is often in the buffer already (it came with the header):
-  // parse it here, rather than through a read that completes at once and
-  // so is handed back a round of the loop later. (`ec` is clear here.)
-  while (!parser_->is_done() && buffer_.size() > 0) {
-    auto n = parser_->put(buffer_.data(), ec);
-    buffer_.consume(n);
-    if (ec == http::error::need_more) {
-      ec = {}; // the rest is on its way: read it
-      break;
-    }
-    if (ec || n == 0)
-      break;
-  }
-  if (ec)
+  // parse it here, as the header. (`ec` is clear here.)
+  if (!parse_buffered(false, ec))
     return on_read_error(ec);
   if (parser_->is_done())
     return on_body({});
@@ -457,7 +478,7 @@ void connection::refuse_rate_limited(std::chrono::duration<double> wait) {
   write(error_response_from(errc::rate_limited, body, keep_, version_, secs));
 }
 
-void connection::write(response res) {
+void connection::write(response res, then next) {
   if (rec_.request_id.empty()) // refused before its header was read
     rec_.request_id = new_request_id();
   res.set("X-Request-Id", rec_.request_id);
@@ -487,6 +508,8 @@ void connection::write(response res) {
   if (!ec)
     http::write(socket, out->sr, ec);
   if (ec != net::error::would_block && ec != net::error::try_again) {
+    if (next == then::at_once)
+      return after_write(ec, keep);
     net::post(stream_.get_executor(),
               [self = shared_from_this(), ec, keep] {
                 self->guarded("writing a response",

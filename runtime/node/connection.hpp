@@ -92,6 +92,10 @@ private:
   /// idle (sheddable) until its first bytes come.
   void wait_for_request();
   void read_header();
+  /// Feeds the parser what the buffer holds, up to the end of the header
+  /// (`header_only`) or of the message; false on an error (in `ec`).
+  /// `need_more` is no error: the rest is read.
+  bool parse_buffered(bool header_only, boost::system::error_code& ec);
   /// Enters or leaves its listener's idle order.
   void set_idle(bool idle);
   /// How long a request (or the wait for one) may take on this listener.
@@ -121,7 +125,15 @@ private:
   void list_key();
   /// 429: `key_`'s request rate is spent for `wait`.
   void refuse_rate_limited(std::chrono::duration<double> wait);
-  void write(response res);
+  /// What follows a response's write when the socket took it all at
+  /// once: `posted` runs it as a handler (the caller may still hold the
+  /// request being answered, which the next read replaces, and a pipelined
+  /// request answered at once must not recurse); `at_once` runs it inside
+  /// `write`, for an answer that comes from a call's result (the caller
+  /// holds nothing of the request and the next answer comes from another
+  /// call, so no recursion).
+  enum class then { posted, at_once };
+  void write(response res, then next = then::posted);
   void after_write(boost::system::error_code ec, bool keep);
   void close();
   /// Closes after a refusal sent before the body was read: drops what the

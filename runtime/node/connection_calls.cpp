@@ -200,7 +200,7 @@ void connection::on_result(call_result r) {
     return close();
   }
   if (!streaming_)
-    return write(render(r, keep_, version_));
+    return write(render(r, keep_, version_), then::at_once);
   // The stream is under way: end it, with an error event if it broke.
   if (!r.ok())
     sse_->push(stream_error_frame(r));

@@ -10,11 +10,15 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 
 #include "fakes/raw_upstream.hpp"
@@ -298,4 +302,47 @@ TEST_CASE_METHOD(client_fixture,
   CHECK(stats->connections_opened == 64);
   CHECK(stats->connections_reused == 64);
   CHECK(up.connections == 64);
+}
+
+TEST_CASE_METHOD(client_fixture,
+                 "started on its loop, an attempt on a pooled connection "
+                 "has its request on the wire before the start returns") {
+  // The upstream is the test's own socket on the loop: what the client
+  // wrote is in its receive queue the moment the write returns (loopback).
+  tcp::acceptor acceptor{loop, {net::ip::make_address("127.0.0.1"), 0}};
+  tcp::socket peer{loop};
+  bool accepted = false;
+  acceptor.async_accept(peer, [&](boost::system::error_code ec) {
+    accepted = !ec;
+  });
+  make(config("http://127.0.0.1:" +
+              std::to_string(acceptor.local_endpoint().port())));
+  auto answer = [&] {
+    std::string in;
+    net::read_until(peer, net::dynamic_buffer(in), "\r\n\r\n{}");
+    net::write(peer,
+               net::buffer(std::string{"HTTP/1.1 200 OK\r\n"
+                                       "Content-Length: 2\r\n\r\n{}"}));
+  };
+  // The first attempt from outside the loop: posted, it connects.
+  attempt(1);
+  REQUIRE(run_until([&] { return accepted && peer.available() > 0; }));
+  answer();
+  REQUIRE(run_until([&] { return replies.size() == 1; }));
+  // The second from a handler of the loop (as a governor on it starts
+  // one): the pooled connection carries it at once.
+  size_t on_the_wire = 0;
+  bool ran = false;
+  net::post(loop, [&] {
+    attempt(2);
+    on_the_wire = peer.available();
+    ran = true;
+  });
+  REQUIRE(run_until([&] { return ran; }));
+  CHECK(on_the_wire > 0);
+  CHECK(stats->connections_reused == 1);
+  REQUIRE(run_until([&] { return peer.available() > 0; }));
+  answer();
+  REQUIRE(run_until([&] { return replies.size() == 2; }));
+  CHECK(replies[1].kind == policy::outcome_kind::ok);
 }
