@@ -87,8 +87,10 @@ public:
         try {
           jobs_.push_back(job);
           job = nullptr;
-          wake = !drain_posted_;
-          drain_posted_ = true;
+          // A running drain takes it in its next pass, or posts the next
+          // drain as it ends.
+          wake = !drain_posted_ && !running_;
+          drain_posted_ = drain_posted_ || wake;
         } catch (...) {
           // released below
         }
@@ -246,9 +248,12 @@ public:
   size_t index = 0;
 
 private:
-  // Runs what is queued now; jobs queued meanwhile wait for the next drain,
-  // so sockets' handlers get their turn between batches. Nothing once the
-  // loop is stopped or left.
+  // Runs what is queued now, then what those jobs queued in turn (a
+  // governor's messages to the actors of its call), pass after pass, up to
+  // `loop_scheduler::drain_passes` passes and `drain_jobs` jobs: a call's chain of
+  // messages runs in one round of the loop, and sockets' handlers still get
+  // their turn between drains. What is left is the next drain's, posted as
+  // this one ends. Nothing once the loop is stopped or left.
   void drain() {
     {
       std::lock_guard<std::mutex> guard{mx_};
@@ -262,16 +267,35 @@ private:
     // moved it to another).
     if (external())
       enter();
-    // `resume` does not throw (CAF handles an actor's exceptions) and the
-    // re-queue of `resume_later` does not either (`exec_later`).
-    for (auto* job : batch_)
-      run(job);
-    batch_.clear(); // keeps its capacity: the next swap allocates nothing
-    {
+    size_t ran = 0;
+    bool wake = false;
+    for (int pass = 1;; ++pass) {
+      // `resume` does not throw (CAF handles an actor's exceptions) and the
+      // re-queue of `resume_later` does not either (`exec_later`).
+      for (auto* job : batch_)
+        run(job);
+      ran += batch_.size();
+      batch_.clear(); // keeps its capacity: the next swap allocates nothing
       std::lock_guard<std::mutex> guard{mx_};
+      if (!stopped_ && !jobs_.empty() && pass < loop_scheduler::drain_passes &&
+          ran < loop_scheduler::drain_jobs) {
+        batch_.swap(jobs_);
+        continue;
+      }
       running_ = false;
+      wake = !stopped_ && !jobs_.empty() && !drain_posted_;
+      drain_posted_ = drain_posted_ || wake;
+      break;
     }
     stopped_cv_.notify_all();
+    if (wake) {
+      try {
+        net::post(ioc_, [keep = keep_alive(), this] { drain(); });
+      } catch (...) {
+        std::lock_guard<std::mutex> guard{mx_};
+        drain_posted_ = false; // the next job posts again
+      }
+    }
   }
 
   // As CAF's worker does with a job's answer.

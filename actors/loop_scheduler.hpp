@@ -90,6 +90,12 @@ class loop_scheduler : public caf::scheduler::abstract_coordinator {
 public:
   using super = caf::scheduler::abstract_coordinator;
 
+  /// One drain of a loop's actor jobs runs what is queued, then what those
+  /// jobs queued in turn, up to this many passes (and `drain_jobs` jobs):
+  /// a call's chain of messages takes one round of the loop.
+  static constexpr int drain_passes = 8;
+  static constexpr size_t drain_jobs = 256;
+
   /// `loops` loops of its own (at least one).
   loop_scheduler(caf::actor_system& sys, size_t loops);
 

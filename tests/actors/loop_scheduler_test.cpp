@@ -167,6 +167,57 @@ TEST_CASE("one busy actor does not hold its loop") {
   caf::anon_send_exit(spin, caf::exit_reason::user_shutdown);
 }
 
+namespace {
+
+using hop_atom = caf::atom_constant<caf::atom("hop")>;
+
+// Counts a hop and passes the message on to `next`, `left` more times.
+caf::behavior hopper(caf::event_based_actor* self, std::atomic<int>* hops) {
+  return {
+      [=](hop_atom, int left, const caf::actor& next) {
+        ++*hops;
+        if (left > 0)
+          self->send(next, hop_atom::value, left - 1,
+                     caf::actor_cast<caf::actor>(self));
+      },
+  };
+}
+
+} // namespace
+
+TEST_CASE("a chain of messages between actors on a loop runs in one round "
+          "of it, up to the drain's bound") {
+  loops_fixture f{1};
+  auto& loop = f.scheduler().loop(0);
+  std::atomic<int> hops{0};
+  auto a = f.sys->spawn(hopper, &hops);
+  auto b = f.sys->spawn(hopper, &hops);
+  // A handler of the loop starts a chain of `length` messages, a -> b ->
+  // a ..., and posts a handler of its own behind the chain's first drain:
+  // how many hops ran before that handler did.
+  auto hops_before_next_handler = [&](int length) {
+    hops = 0;
+    std::promise<int> seen;
+    boost::asio::post(loop, [&] {
+      caf::anon_send(a, hop_atom::value, length - 1, b);
+      boost::asio::post(loop, [&] { seen.set_value(hops.load()); });
+    });
+    auto result = seen.get_future();
+    REQUIRE(result.wait_for(10s) == std::future_status::ready);
+    return result.get();
+  };
+  hops_before_next_handler(2); // both actors started
+  CHECK(hops_before_next_handler(5) == 5);
+  // A longer chain yields to the loop's handlers after its bound.
+  CHECK(hops_before_next_handler(20) == loop_scheduler::drain_passes);
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (hops < 20 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  CHECK(hops == 20); // and goes on in the next drain
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("an actor that set no timeout ends without waking the clock, one "
           "that did has its timeout cancelled") {
   loops_fixture f{2};
