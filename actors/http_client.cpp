@@ -1,6 +1,7 @@
 #include "sluice/actors/http_client.hpp"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <optional>
 #include <stdexcept>
@@ -9,12 +10,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <caf/actor.hpp>
 #include <caf/send.hpp>
 
 #include "sluice/actors/handler_memory.hpp"
+#include "sluice/actors/http_head.hpp"
+#include "sluice/actors/piece_pool.hpp"
 #include "sluice/actors/tcp_options.hpp"
 #include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
@@ -62,8 +66,8 @@ private:
     std::unique_ptr<upstream::connection> stream;
     bool reused = false;
     http::request<http::string_body> req;
-    /// Writes `req` (a new one per request sent).
-    std::optional<http::request_serializer<http::string_body>> writer;
+    /// `req`'s head, while it is written.
+    std::string head;
     /// The answer being read (a new one per request sent).
     std::optional<upstream::response_reader> reader;
     done_fn done;
@@ -445,36 +449,45 @@ private:
     ex->reader.emplace(limits_for(*ex));
     if (!arm(ex)) // the write is bounded as the first read
       return;
-    // Write the request, then read the answer as it comes. Over plain TCP
-    // first without waiting: a socket with room in its send buffer (the
-    // usual case) takes the whole request now, and the answer's read
-    // starts in the same round. What it does not take is written
-    // asynchronously, the serializer going on where it stopped.
-    ex->writer.emplace(ex->req);
+    // Write the request, then read the answer as it comes: its head as one
+    // string and its body, in one gathered write. Over plain TCP first
+    // without waiting: a socket with room in its send buffer (the usual
+    // case) takes the whole request now, and the answer's read starts in
+    // the same round. What it does not take is written asynchronously.
+    ex->head = take_piece();
+    write_head(ex->req.base(), ex->head);
+    std::array<net::const_buffer, 2> request{net::buffer(ex->head),
+                                             net::buffer(ex->req.body())};
     auto written = guarded(ex, "write",
                            [this, ex](beast::error_code ec, std::size_t) {
+                             give_back_piece(std::move(ex->head));
                              ec = step_result(*ex, ec);
                              if (ec)
                                return retry_or_fail(ex, ec, "write");
                              read_more(ex);
                            });
-    if (!ex->stream->secure()) {
-      beast::error_code ec;
-      auto& socket = ex->stream->tcp().socket();
-      if (!socket.non_blocking())
-        socket.non_blocking(true, ec);
-      if (!ec)
-        http::write(socket, *ex->writer, ec);
-      if (!ec)
-        return read_more(ex);
-      if (ec != net::error::would_block && ec != net::error::try_again) {
-        // Failed: handled as a handler, as the asynchronous write's
-        // (a retry on a fresh connection does not recurse here).
-        net::post(ioc_, [written, ec]() mutable { written(ec, 0); });
-        return;
-      }
+    if (ex->stream->secure())
+      return net::async_write(*ex->stream, request, std::move(written));
+    beast::error_code ec;
+    auto& socket = ex->stream->tcp().socket();
+    if (!socket.non_blocking())
+      socket.non_blocking(true, ec);
+    size_t sent = 0;
+    if (!ec)
+      sent = net::write(socket, request, ec);
+    if (!ec) {
+      give_back_piece(std::move(ex->head));
+      return read_more(ex);
     }
-    http::async_write(*ex->stream, *ex->writer, std::move(written));
+    if (ec != net::error::would_block && ec != net::error::try_again) {
+      // Failed: handled as a handler, as the asynchronous write's (a retry
+      // on a fresh connection does not recurse here).
+      net::post(ioc_, [written, ec]() mutable { written(ec, 0); });
+      return;
+    }
+    beast::buffers_suffix<std::array<net::const_buffer, 2>> rest{request};
+    rest.consume(sent);
+    net::async_write(*ex->stream, rest, std::move(written));
   }
 
   void read_more(const exchange_ptr& ex) {

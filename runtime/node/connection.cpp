@@ -7,14 +7,16 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/bind_handler.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
 
 #include <fmt/format.h>
 
+#include "sluice/actors/http_head.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/piece_pool.hpp"
 #include "sluice/runtime/node/endpoint.hpp"
 #include "sluice/runtime/node/request_access.hpp"
 #include "sluice/runtime/node/router.hpp"
@@ -486,28 +488,28 @@ void connection::write(response res, then next) {
     set_cors_headers(res, cors_origin_);
   log_access(res.result_int());
   auto keep = res.keep_alive();
-  // The message and its serializer, alive until the write is over.
-  struct outgoing {
-    explicit outgoing(response&& r) : msg(std::move(r)), sr(msg) {
-      // nop
-    }
-    response msg;
-    http::response_serializer<http::string_body> sr;
-  };
-  auto out = std::make_shared<outgoing>(std::move(res));
-  // First without waiting: a socket with room in its send buffer (the
-  // usual case) takes the whole answer now, with no write operation and
-  // no timer. What it does not take is written asynchronously (the
-  // serializer goes on where it stopped), under the write timeout. What
-  // follows the write runs as a handler either way: the caller may still
-  // hold the request being answered, which the next read replaces.
+  if (!res.has_content_length())
+    res.prepare_payload(); // every answer here has its length: one more
+  // The head as one string (a pooled one) and the body as it is: one
+  // gathered write of two buffers. First without waiting: a socket with
+  // room in its send buffer (the usual case) takes the whole answer now,
+  // with no write operation and no timer. What it does not take is written
+  // asynchronously, under the write timeout.
+  auto head = take_piece();
+  write_head(res.base(), head);
+  auto& body = res.body();
   beast::error_code ec;
   auto& socket = stream_.socket();
   if (!socket.non_blocking())
     socket.non_blocking(true, ec);
+  size_t sent = 0;
   if (!ec)
-    http::write(socket, out->sr, ec);
+    sent = net::write(
+        socket, std::array<net::const_buffer, 2>{net::buffer(head),
+                                                 net::buffer(body)},
+        ec);
   if (ec != net::error::would_block && ec != net::error::try_again) {
+    give_back_piece(std::move(head));
     if (next == then::at_once)
       return after_write(ec, keep);
     net::post(stream_.get_executor(),
@@ -517,14 +519,25 @@ void connection::write(response res, then next) {
               });
     return;
   }
+  // What is left, alive until the write is over.
+  struct outgoing {
+    std::string head;
+    std::string body;
+  };
+  auto out = std::make_shared<outgoing>(
+      outgoing{std::move(head), std::move(body)});
+  beast::buffers_suffix<std::array<net::const_buffer, 2>> rest{
+      std::array<net::const_buffer, 2>{net::buffer(out->head),
+                                       net::buffer(out->body)}};
+  rest.consume(sent);
   stream_.expires_after(write_timeout);
-  http::async_write(
-      stream_, out->sr,
-      [self = shared_from_this(), out, keep](beast::error_code ec,
-                                             std::size_t) {
-        self->guarded("writing a response",
-                      [&] { self->after_write(ec, keep); });
-      });
+  net::async_write(stream_, rest,
+                   [self = shared_from_this(), out,
+                    keep](beast::error_code ec, std::size_t) {
+                     give_back_piece(std::move(out->head));
+                     self->guarded("writing a response",
+                                   [&] { self->after_write(ec, keep); });
+                   });
 }
 
 // The answer is written (or failed): read the next request, or close.

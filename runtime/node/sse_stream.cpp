@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string_view>
 
+#include "sluice/actors/http_head.hpp"
 #include "sluice/actors/piece_pool.hpp"
 #include "sluice/runtime/node/request_access.hpp"
 
@@ -35,11 +36,7 @@ void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
   header.chunked(true);
   // The status line, the fields and the blank line, kept as bytes: they
   // go out in the first write, with the first frame.
-  http::fields::writer text{header.base(), header.version(),
-                            header.result_int()};
-  auto bytes = text.get();
-  head_.resize(net::buffer_size(bytes));
-  net::buffer_copy(net::buffer(head_), bytes);
+  write_head(header.base(), head_);
 }
 
 namespace {
