@@ -65,7 +65,7 @@ private:
     uint64_t id = 0;
     std::unique_ptr<upstream::connection> stream;
     bool reused = false;
-    http::request<http::string_body> req;
+    http::request<http::string_body, http_fields> req;
     /// `req`'s head, while it is written.
     std::string head;
     /// The answer being read (a new one per request sent).

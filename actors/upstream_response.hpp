@@ -27,6 +27,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/optional.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
 #include "sluice/messages/call.hpp"
 #include "sluice/runtime/policy/http_outcome.hpp"
 
@@ -116,8 +117,9 @@ enum class read_verdict : uint8_t {
 /// Reads one answer. Not thread-safe; one per attempt on one connection.
 class response_reader {
 public:
-  using parser_type = boost::beast::http::response_parser<capped_body>;
-  using header_type = boost::beast::http::response_header<>;
+  using parser_type =
+      boost::beast::http::response_parser<capped_body, block_allocator<char>>;
+  using header_type = boost::beast::http::response_header<http_fields>;
 
   explicit response_reader(response_limits limits);
 

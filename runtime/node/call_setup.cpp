@@ -11,7 +11,7 @@ constexpr const char* forwarded_trace_headers[] = {"traceparent", "tracestate"};
 
 } // namespace
 
-call_session session_for(const boost::beast::http::fields& headers,
+call_session session_for(const http_fields& headers,
                          const std::string* key_name, uint64_t connection_id) {
   call_session out;
   if (headers.count("X-Session-Id") > 1) {
@@ -39,7 +39,7 @@ call_session session_for(const boost::beast::http::fields& headers,
 }
 
 std::vector<std::pair<std::string, std::string>>
-forwarded_headers(const boost::beast::http::fields& headers,
+forwarded_headers(const http_fields& headers,
                   const std::string& request_id) {
   std::vector<std::pair<std::string, std::string>> out;
   out.emplace_back("X-Request-Id", request_id);

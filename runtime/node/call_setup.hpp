@@ -12,6 +12,8 @@
 
 #include <boost/beast/http/fields.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
+
 namespace sluice::node {
 
 /// The session a call joins, from its `X-Session-Id`.
@@ -27,13 +29,13 @@ struct call_session {
 /// sub-sessions under its name (`key/NAME/ID`), anonymous ones under
 /// `anon/ID`, apart from the per-connection fallback `conn/N`, so no
 /// client can join another's session. `key_name`: null when anonymous.
-call_session session_for(const boost::beast::http::fields& headers,
+call_session session_for(const http_fields& headers,
                          const std::string* key_name, uint64_t connection_id);
 
 /// The headers a call sends upstream on its client's behalf: its request
 /// id, then each trace header the client sent once with a valid value.
 std::vector<std::pair<std::string, std::string>>
-forwarded_headers(const boost::beast::http::fields& headers,
+forwarded_headers(const http_fields& headers,
                   const std::string& request_id);
 
 } // namespace sluice::node

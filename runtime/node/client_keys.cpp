@@ -76,7 +76,7 @@ std::optional<duration> client_key::take(time_point now) {
   return bucket_->next_token(now) - now;
 }
 
-presented_key read_presented_key(const boost::beast::http::fields& h) {
+presented_key read_presented_key(const http_fields& h) {
   namespace http = boost::beast::http;
   presented_key out;
   auto from = [&](auto name, bool bearer) {

@@ -15,6 +15,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
 #include "sluice/actors/tier_owner.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/policy/time.hpp"
@@ -84,7 +85,7 @@ struct presented_key {
 /// Reads `Authorization: Bearer KEY` (scheme case-insensitive), else
 /// `api-key`, else `x-api-key` (as some SDKs send it). A header given twice
 /// is malformed.
-presented_key read_presented_key(const boost::beast::http::fields& h);
+presented_key read_presented_key(const http_fields& h);
 
 /// The front's client keys and admin key.
 class client_keys {

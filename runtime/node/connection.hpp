@@ -29,6 +29,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
 #include "sluice/actors/loop_guard.hpp"
 #include "sluice/runtime/node/front_state.hpp"
 #include "sluice/runtime/node/responses.hpp"
@@ -84,7 +85,8 @@ public:
 
 private:
   using request_parser =
-      boost::beast::http::request_parser<boost::beast::http::string_body>;
+      boost::beast::http::request_parser<boost::beast::http::string_body,
+                                         block_allocator<char>>;
 
   // -- reading (connection.cpp) -----------------------------------------
   void do_read();
@@ -210,7 +212,8 @@ private:
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_{read_buffer_bytes};
   std::optional<request_parser> parser_;
-  boost::beast::http::request<boost::beast::http::string_body> request_;
+  boost::beast::http::request<boost::beast::http::string_body, http_fields>
+      request_;
   front_state& front_;
   tier_handle tier_;
   uint64_t id_;

@@ -44,7 +44,7 @@ enum class origin_kind {
   foreign,
 };
 
-origin_kind classify_origin(const http::fields& headers,
+origin_kind classify_origin(const http_fields& headers,
                             const access_context& ctx) {
   auto n = headers.count(http::field::origin);
   if (n == 0)
@@ -73,7 +73,7 @@ origin_kind classify_origin(const http::fields& headers,
 // credentials, or showing its state) is refused to a browser, if it is:
 // a Host name not listed (DNS rebinding), an Origin of another site. The
 // one place of that rule for every route; `remedy` ends the message.
-std::optional<std::string> refuse_keyless(const http::fields& headers,
+std::optional<std::string> refuse_keyless(const http_fields& headers,
                                           const access_context& ctx,
                                           std::string_view remedy) {
   static const std::vector<std::string> none;
@@ -123,7 +123,7 @@ bool plain_header_list(std::string_view value) {
 // A CORS preflight: may this origin's page send the request it describes?
 // Browsers send it without credentials, so no key can be checked here.
 access_verdict decide_preflight(std::string_view path,
-                                const http::fields& headers,
+                                const http_fields& headers,
                                 const access_context& ctx) {
   if (ctx.on_admin_listener || is_operations_path(path))
     return refused(access_verdict::kind::forbidden,
@@ -148,7 +148,7 @@ access_verdict decide_preflight(std::string_view path,
 }
 
 access_verdict decide_operations(std::string_view path,
-                                 const http::fields& headers,
+                                 const http_fields& headers,
                                  const access_context& ctx) {
   // A browser's cross-origin POST needs no preflight: a page the operator
   // visits must not reset breakers.
@@ -220,7 +220,7 @@ access_verdict decide_operations(std::string_view path,
   return refused(access_verdict::kind::forbidden, "operations are refused");
 }
 
-access_verdict decide_client(const http::fields& headers,
+access_verdict decide_client(const http_fields& headers,
                              const access_context& ctx) {
   if (!ctx.client_keys_configured)
     return {};
@@ -288,7 +288,7 @@ bool is_known_host(std::string_view host,
   return name && std::find(names.begin(), names.end(), *name) != names.end();
 }
 
-void set_cors_headers(http::fields& h, std::string_view origin) {
+void set_cors_headers(http_fields& h, std::string_view origin) {
   h.set(http::field::access_control_allow_origin,
         boost::beast::string_view{origin.data(), origin.size()});
   h.set(http::field::vary, "Origin");
@@ -297,8 +297,8 @@ void set_cors_headers(http::fields& h, std::string_view origin) {
         "X-Request-Id, Retry-After");
 }
 
-void set_preflight_headers(http::fields& h, std::string_view origin,
-                           const http::fields& request) {
+void set_preflight_headers(http_fields& h, std::string_view origin,
+                           const http_fields& request) {
   set_cors_headers(h, origin);
   h.set(http::field::vary, "Origin, Access-Control-Request-Method, "
                            "Access-Control-Request-Headers");
@@ -385,7 +385,7 @@ std::optional<std::string> basic_password(std::string_view value) {
 }
 
 access_verdict decide_access(http::verb method, std::string_view path,
-                             const http::fields& headers,
+                             const http_fields& headers,
                              const access_context& ctx) {
   if (path == "/healthz")
     return {};

@@ -16,6 +16,7 @@
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
 
 namespace sluice::node {
@@ -54,14 +55,14 @@ constexpr size_t max_preflight_headers_bytes = 1024;
 /// Marks an answer readable by a page of `origin` (non-empty): the
 /// `Access-Control-Allow-Origin` of a response, with `Vary: Origin` and
 /// the headers a page may read besides the safelisted ones.
-void set_cors_headers(boost::beast::http::fields& h, std::string_view origin);
+void set_cors_headers(http_fields& h, std::string_view origin);
 
 /// The headers of the 204 answering a preflight from `origin`, which asked
 /// in `request`: `set_cors_headers`, the methods, the headers (ours and
 /// those it asked for), `Access-Control-Max-Age`.
-void set_preflight_headers(boost::beast::http::fields& h,
+void set_preflight_headers(http_fields& h,
                            std::string_view origin,
-                           const boost::beast::http::fields& request);
+                           const http_fields& request);
 
 /// Whether `path` is the dashboard (/dashboard or /dashboard/...): its 401
 /// asks a browser for Basic credentials.
@@ -141,7 +142,7 @@ struct access_verdict {
 /// take none.
 access_verdict decide_access(boost::beast::http::verb method,
                              std::string_view path,
-                             const boost::beast::http::fields& headers,
+                             const http_fields& headers,
                              const access_context& ctx);
 
 } // namespace sluice::node

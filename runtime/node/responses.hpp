@@ -14,13 +14,15 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
 #include "sluice/messages/call.hpp"
 #include "sluice/messages/errors.hpp"
 
 namespace sluice::node {
 
 using json = nlohmann::json;
-using response = boost::beast::http::response<boost::beast::http::string_body>;
+using response =
+    boost::beast::http::response<boost::beast::http::string_body, http_fields>;
 
 /// Longest echo of a client's text (a path, a model) in an error message.
 constexpr size_t max_echoed_path_bytes = 200;

@@ -56,7 +56,7 @@ std::optional<std::string_view> request_path(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
 
-std::optional<std::string> framing_error(const http::fields& h,
+std::optional<std::string> framing_error(const http_fields& h,
                                          unsigned version) {
   auto te = h.count(http::field::transfer_encoding);
   auto cl = h.count(http::field::content_length);
@@ -79,7 +79,7 @@ std::optional<std::string> framing_error(const http::fields& h,
   return std::nullopt;
 }
 
-bool expects_continue(const http::fields& h, unsigned version) {
+bool expects_continue(const http_fields& h, unsigned version) {
   auto i = h.find(http::field::expect);
   return version >= 11 && i != h.end() &&
          iequals(trim(view(i->value())), "100-continue");

@@ -12,6 +12,8 @@
 
 #include <boost/beast/http/fields.hpp>
 
+#include "sluice/actors/block_allocator.hpp"
+
 namespace sluice::node {
 
 /// Deepest JSON nesting accepted in a request body; deeper is a 400 (a body
@@ -37,11 +39,11 @@ std::optional<std::string> percent_decode(std::string_view segment);
 /// coding other than exactly `chunked`, no or several `Host` fields in
 /// HTTP/1.1 (several in 1.0). A refused request is answered 400 and its
 /// connection closed: its body's end cannot be trusted.
-std::optional<std::string> framing_error(const boost::beast::http::fields& h,
+std::optional<std::string> framing_error(const http_fields& h,
                                          unsigned version);
 
 /// Whether the request asks for `100 Continue` before it sends its body.
-bool expects_continue(const boost::beast::http::fields& h, unsigned version);
+bool expects_continue(const http_fields& h, unsigned version);
 
 /// Whether `id` may name a session: 1 to `max_session_id_bytes` bytes of
 /// printable ASCII (0x21 to 0x7e).

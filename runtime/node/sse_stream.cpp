@@ -24,7 +24,8 @@ void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
                        const std::string& allow_origin) {
   owner_ = owner;
   started_ = true;
-  http::response<http::empty_body> header{http::status::ok, version};
+  http::response<http::empty_body, http_fields> header{http::status::ok,
+                                                      version};
   header.set(http::field::server, "sluice-node");
   header.set(http::field::content_type, "text/event-stream");
   header.set(http::field::cache_control, "no-cache");

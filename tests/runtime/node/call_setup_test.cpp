@@ -15,7 +15,7 @@ namespace http = boost::beast::http;
 namespace {
 
 struct fixture {
-  http::fields headers;
+  sluice::http_fields headers;
   std::string alice = "alice";
 };
 
@@ -44,7 +44,7 @@ TEST_CASE_METHOD(fixture, "call setup: a bad X-Session-Id is refused") {
   headers.insert("X-Session-Id", "b");
   auto twice = session_for(headers, &alice, 1);
   CHECK(twice.error == "more than one X-Session-Id header");
-  http::fields spaced;
+  sluice::http_fields spaced;
   spaced.set("X-Session-Id", "has space");
   auto bad = session_for(spaced, nullptr, 1);
   CHECK(bad.error == "X-Session-Id must be 1 to " +

@@ -14,7 +14,7 @@ using namespace sluice::node;
 namespace http = boost::beast::http;
 
 TEST_CASE("the key a request presents: Bearer, api-key, x-api-key") {
-  http::fields h;
+  sluice::http_fields h;
   CHECK(read_presented_key(h).what == presented_key::kind::none);
   h.set(http::field::authorization, "Bearer  sk-1  ");
   auto k = read_presented_key(h);
@@ -26,12 +26,12 @@ TEST_CASE("the key a request presents: Bearer, api-key, x-api-key") {
   CHECK(read_presented_key(h).what == presented_key::kind::malformed);
   h.set(http::field::authorization, "Bearer ");
   CHECK(read_presented_key(h).what == presented_key::kind::malformed);
-  http::fields a;
+  sluice::http_fields a;
   a.set("api-key", "sk-3");
   CHECK(read_presented_key(a).token == "sk-3");
   a.insert("api-key", "sk-4");
   CHECK(read_presented_key(a).what == presented_key::kind::malformed);
-  http::fields x;
+  sluice::http_fields x;
   x.set("x-api-key", "sk-5");
   CHECK(read_presented_key(x).token == "sk-5");
   // Authorization wins over the others.

@@ -24,7 +24,7 @@ using kind = access_verdict::kind;
 struct fixture {
   client_key alice{make_config("alice"), tier_handle{}, time_point{}};
   access_context ctx;
-  http::fields headers;
+  sluice::http_fields headers;
 
   fixture() {
     ctx.main_listener_loopback = true;
@@ -217,7 +217,7 @@ TEST_CASE("access: keyless operations refuse a rebound Host name") {
   // A loopback node without keys: /status is open to its own addresses...
   access_context ctx;
   ctx.main_listener_loopback = true;
-  http::fields headers;
+  sluice::http_fields headers;
   headers.set(http::field::host, "127.0.0.1:8080");
   CHECK(decide_access(http::verb::get, "/status", headers, ctx).what ==
         kind::allowed);
@@ -259,7 +259,7 @@ struct keyless_node {
   std::vector<std::string> hosts;
   std::vector<std::string> origins;
   access_context ctx;
-  http::fields headers;
+  sluice::http_fields headers;
 
   keyless_node() {
     ctx.main_listener_loopback = true;
@@ -420,14 +420,14 @@ TEST_CASE_METHOD(keyless_node,
 }
 
 TEST_CASE("access: CORS headers of an answer and of a preflight") {
-  http::fields res;
+  sluice::http_fields res;
   set_cors_headers(res, "https://app.example");
   CHECK(res[http::field::access_control_allow_origin] == "https://app.example");
   CHECK(res[http::field::vary] == "Origin");
-  http::fields req;
+  sluice::http_fields req;
   req.set(http::field::access_control_request_headers,
           "x-stainless-os, openai-beta");
-  http::fields pre;
+  sluice::http_fields pre;
   set_preflight_headers(pre, "https://app.example", req);
   CHECK(pre[http::field::access_control_allow_origin] == "https://app.example");
   CHECK(pre[http::field::access_control_allow_methods] == "GET, POST, OPTIONS");
@@ -439,7 +439,7 @@ TEST_CASE("access: CORS headers of an answer and of a preflight") {
   CHECK(std::string{pre[http::field::vary]}.rfind("Origin", 0) == 0);
   // Asked-for names that are not plain tokens are not echoed.
   req.set(http::field::access_control_request_headers, "x\r\ny");
-  http::fields odd;
+  sluice::http_fields odd;
   set_preflight_headers(odd, "https://app.example", req);
   CHECK(std::string{odd[http::field::access_control_allow_headers]} ==
         cors_allowed_headers);

@@ -22,7 +22,7 @@ TEST_CASE("router: request paths from origin-form and absolute-form targets") {
 }
 
 TEST_CASE("router: framing errors per RFC 9112") {
-  http::fields h;
+  sluice::http_fields h;
   h.set(http::field::host, "x");
   CHECK_FALSE(framing_error(h, 11));
   h.set(http::field::transfer_encoding, "chunked");
@@ -37,10 +37,10 @@ TEST_CASE("router: framing errors per RFC 9112") {
   }
   h.set(http::field::transfer_encoding, " Chunked ");
   CHECK_FALSE(framing_error(h, 11));
-  http::fields none;
+  sluice::http_fields none;
   CHECK(framing_error(none, 11));
   CHECK_FALSE(framing_error(none, 10));
-  http::fields two;
+  sluice::http_fields two;
   two.insert(http::field::host, "a");
   two.insert(http::field::host, "b");
   CHECK(framing_error(two, 11));
@@ -48,7 +48,7 @@ TEST_CASE("router: framing errors per RFC 9112") {
 }
 
 TEST_CASE("router: Expect: 100-continue") {
-  http::fields h;
+  sluice::http_fields h;
   CHECK_FALSE(expects_continue(h, 11));
   h.set(http::field::expect, "100-Continue");
   CHECK(expects_continue(h, 11));
