@@ -106,6 +106,25 @@ std::string cut_field(std::string_view text, size_t limit) {
          std::to_string(text.size() - keep) + " bytes]";
 }
 
+void clear_record(access_record& r) noexcept {
+  // Every field of access_record (the test compares with a new one).
+  r.time = {};
+  r.request_id.clear();
+  r.method.clear();
+  r.path.clear();
+  r.model.clear();
+  r.key.clear();
+  r.status = 0;
+  r.error.clear();
+  r.source.clear();
+  r.attempts = 0;
+  r.hedged = 0;
+  r.won_attempt = 0;
+  r.total = {};
+  r.upstream = {};
+  r.suppressed = 0;
+}
+
 std::string access_line(const access_record& r) {
   auto overhead = std::max(r.total - r.upstream, duration::zero());
   json line{

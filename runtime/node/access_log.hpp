@@ -97,6 +97,10 @@ struct access_record {
   uint64_t suppressed = 0;
 };
 
+/// Makes `r` as a new record, its strings keeping their room (a
+/// connection's next request reuses it without allocating).
+void clear_record(access_record& r) noexcept;
+
 /// The JSON line of `r` (no newline): `time` (UTC, ISO 8601 with ms),
 /// `request_id`, `method`, `path`, `model`, `key`, `status`, `error`,
 /// `source`, `attempts`, `hedged`, `won_attempt` (null: none), `total_ms`,

@@ -49,9 +49,10 @@ std::string endpoint_text(const tcp::socket& s) {
 }
 
 // A request id of our own: 32 hex digits (unique, not secret).
-std::string new_request_id() {
+void new_request_id(std::string& out) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:016x}{:016x}", rng(), rng());
+  out.clear(); // its room is kept
+  fmt::format_to(std::back_inserter(out), "{:016x}{:016x}", rng(), rng());
 }
 
 bool quiet_close(const beast::error_code& ec) {
@@ -130,7 +131,7 @@ void connection::fail(const char* where, const char* what) noexcept {
 
 void connection::do_read() {
   // A new request (its line is logged once it is answered).
-  rec_ = access_record{};
+  clear_record(rec_);
   key_ = nullptr;
   cors_origin_.clear();
   logged_ = false;
@@ -280,13 +281,16 @@ void connection::begin_request() {
   rec_.method.assign(method.data(), std::min<size_t>(method.size(), 32));
   auto target = req.target();
   auto path = request_path({target.data(), target.size()});
-  rec_.path = path ? std::string{*path} : "?"; // cut by the access log
+  if (path)
+    rec_.path.assign(path->data(), path->size()); // cut by the access log
+  else
+    rec_.path.assign("?");
   auto id = req.find("X-Request-Id");
   if (id != req.end() && req.count("X-Request-Id") == 1 &&
       valid_request_id({id->value().data(), id->value().size()}))
-    rec_.request_id = std::string{id->value()};
+    rec_.request_id.assign(id->value().data(), id->value().size());
   else
-    rec_.request_id = new_request_id();
+    new_request_id(rec_.request_id);
 }
 
 void connection::read_body() {
@@ -482,7 +486,7 @@ void connection::refuse_rate_limited(std::chrono::duration<double> wait) {
 
 void connection::write(response res, then next) {
   if (rec_.request_id.empty()) // refused before its header was read
-    rec_.request_id = new_request_id();
+    new_request_id(rec_.request_id);
   res.set("X-Request-Id", rec_.request_id);
   if (!cors_origin_.empty())
     set_cors_headers(res, cors_origin_);

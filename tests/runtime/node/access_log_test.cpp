@@ -366,3 +366,27 @@ TEST_CASE("access log: off starts no writer and counts nothing") {
   CHECK(log.reopen());
   CHECK(log.dropped_total() == 0);
 }
+
+TEST_CASE("access log: a cleared record is a new one, its strings keeping "
+          "their room") {
+  access_record r;
+  r.time = std::chrono::system_clock::now();
+  r.request_id = std::string(32, 'a');
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.model = "gpt-4o-mini";
+  r.key = "team-a";
+  r.status = 429;
+  r.error = "tool_busy";
+  r.source = "primary";
+  r.attempts = 3;
+  r.hedged = 1;
+  r.won_attempt = 2;
+  r.total = std::chrono::milliseconds{20};
+  r.upstream = std::chrono::milliseconds{15};
+  r.suppressed = 7;
+  auto room = r.request_id.capacity();
+  clear_record(r);
+  CHECK(access_line(r) == access_line(access_record{}));
+  CHECK(r.request_id.capacity() == room);
+}
