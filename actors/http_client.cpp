@@ -80,9 +80,6 @@ private:
     /// The current step's deadline, and whether it passed (it closed the
     /// connection under the step).
     std::unique_ptr<io_alarm> alarm;
-    /// The state of its reads, one at a time: reused (no allocation per
-    /// read of a stream).
-    handler_memory read_memory;
     bool timed_out = false;
     /// Why the connection could not be set up, for the reply's body (a
     /// TLS refusal's reason; empty: the generic note).
@@ -497,7 +494,7 @@ private:
       return;
     ex->stream->async_read_some(
         ex->reader->prepare(),
-        bind_memory(ex->read_memory,
+        bind_memory(ex->stream->read_memory(),
                     guarded(ex, "read",
                             [this, ex](beast::error_code ec, std::size_t n) {
                               on_read(ex, ec, n);

@@ -19,6 +19,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
+#include "sluice/actors/handler_memory.hpp"
+
 namespace sluice {
 
 struct http_tls_config;
@@ -110,7 +112,14 @@ public:
   /// close).
   void close() noexcept;
 
+  /// The state of its reads, one at a time, reused from one read to the
+  /// next and from one exchange to the next on a kept connection (no
+  /// allocation per read). Its operations hold what owns the connection.
+  handler_memory& read_memory() noexcept { return read_memory_; }
+
 private:
+  /// First: it outlives the streams whose reads it holds.
+  handler_memory read_memory_;
   std::optional<tcp_stream> tcp_;
   std::optional<tls_stream> tls_;
   /// The peer's certificate is checked (`expect_peer`).

@@ -155,7 +155,8 @@ void connection::wait_for_request() {
   // bytes (an idle connection keeps no 64 KiB buffer).
   stream_.async_read_some(
       buffer_.prepare(beast::read_size(buffer_, read_buffer_bytes)),
-      [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      bind_memory(read_memory_, [self = shared_from_this()](
+                                    beast::error_code ec, std::size_t n) {
         self->guarded("waiting for a request", [&] {
           if (self->closed_)
             return; // shed meanwhile
@@ -167,7 +168,7 @@ void connection::wait_for_request() {
           self->request_started_ = std::chrono::steady_clock::now();
           self->read_header(); // still idle until the header is whole
         });
-      });
+      }));
 }
 
 void connection::set_idle(bool idle) {
@@ -513,7 +514,9 @@ void connection::write(response res, then next) {
                                                  net::buffer(body)},
         ec);
   if (ec != net::error::would_block && ec != net::error::try_again) {
+    // Both strings serve later pieces (an answer's body came from one).
     give_back_piece(std::move(head));
+    give_back_piece(std::move(body));
     if (next == then::at_once)
       return after_write(ec, keep);
     net::post(stream_.get_executor(),
@@ -539,6 +542,7 @@ void connection::write(response res, then next) {
                    [self = shared_from_this(), out,
                     keep](beast::error_code ec, std::size_t) {
                      give_back_piece(std::move(out->head));
+                     give_back_piece(std::move(out->body));
                      self->guarded("writing a response",
                                    [&] { self->after_write(ec, keep); });
                    });

@@ -30,6 +30,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "sluice/actors/block_allocator.hpp"
+#include "sluice/actors/handler_memory.hpp"
 #include "sluice/actors/loop_guard.hpp"
 #include "sluice/runtime/node/front_state.hpp"
 #include "sluice/runtime/node/responses.hpp"
@@ -209,6 +210,10 @@ private:
   void fail(const char* where, const char* what) noexcept;
 
   // -- member variables --------------------------------------------------
+  /// The state of the wait for a request and of the disconnect watch,
+  /// reused from one request to the next. First: they outlive the stream.
+  handler_memory read_memory_;
+  handler_memory watch_memory_;
   boost::beast::tcp_stream stream_;
   boost::beast::flat_buffer buffer_{read_buffer_bytes};
   std::optional<request_parser> parser_;

@@ -151,7 +151,8 @@ void connection::watch_client() {
   stream_.expires_never();
   stream_.socket().async_wait(
       tcp::socket::wait_read,
-      [self = shared_from_this(), seq = watch_seq_](beast::error_code ec) {
+      bind_memory(watch_memory_, [self = shared_from_this(),
+                                  seq = watch_seq_](beast::error_code ec) {
         self->guarded("watching a client", [&] {
           if (ec || !self->pending_ || seq != self->watch_seq_)
             return; // stale: that call is over
@@ -166,7 +167,7 @@ void connection::watch_client() {
             return; // the client sent more (pipelining): read it later
           }
         });
-      });
+      }));
 }
 
 void connection::on_result(call_result r) {
