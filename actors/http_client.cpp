@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/container/small_vector.hpp>
 #include <caf/actor.hpp>
 #include <caf/send.hpp>
 
@@ -270,7 +271,7 @@ private:
     active_[ex->id] = ex;
     ++stats_->in_flight;
     pool_.record(active_.size(), time_.now());
-    ex->req = {http::verb::post, upstream_target(url_.prefix, call.route), 11};
+    ex->req = {http::verb::post, target_of(call.route), 11};
     ex->req.set(http::field::host, host_header_);
     ex->req.set(http::field::content_type, "application/json");
     ex->req.set(http::field::user_agent, "sluice");
@@ -279,7 +280,9 @@ private:
     // The caller's headers come after the source's own and never replace
     // one of them: a name the source set (its config included) or owns is
     // skipped; the rest are added as given, repeats kept (tracestate).
-    std::vector<const std::pair<std::string, std::string>*> extra;
+    boost::container::small_vector<const std::pair<std::string, std::string>*,
+                                   max_call_headers>
+        extra;
     for (auto& h : call.headers)
       if (extra.size() < max_call_headers && forwardable(h.first, h.second) &&
           ex->req.find(h.first) == ex->req.end())
@@ -290,6 +293,16 @@ private:
     ex->req.body() = std::move(call.payload);
     ex->req.prepare_payload();
     connect_or_reuse(ex);
+  }
+
+  // The upstream's target for `route`: the last one made is kept (a
+  // source serves one route, or a few).
+  const std::string& target_of(const std::string& route) {
+    if (route != target_route_ || target_.empty()) {
+      target_ = upstream_target(url_.prefix, route);
+      target_route_ = route;
+    }
+    return target_;
   }
 
   void connect_or_reuse(const exchange_ptr& ex) {
@@ -654,6 +667,9 @@ private:
   /// The upstream's address when `base_url` names one (no resolving).
   std::optional<tcp::endpoint> endpoint_;
   std::vector<std::pair<std::string, std::string>> headers_;
+  /// `target_of`'s last route and its target.
+  std::string target_route_;
+  std::string target_;
   std::shared_ptr<http_source_stats> stats_;
   net::io_context& ioc_;
   io_time& time_;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -345,4 +346,31 @@ TEST_CASE_METHOD(client_fixture,
   answer();
   REQUIRE(run_until([&] { return replies.size() == 2; }));
   CHECK(replies[1].kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(client_fixture,
+                 "each attempt goes to its own route's target, routes "
+                 "alternating on one source") {
+  std::vector<std::string> targets;
+  std::mutex mx;
+  raw_upstream up{[&](const raw_request& r) {
+    {
+      std::lock_guard<std::mutex> guard{mx};
+      targets.push_back(r.target);
+    }
+    return std::vector<raw_step>{raw_step::send(raw_response("200 OK", "{}"))};
+  }};
+  make(config(up.url() + "/v1"));
+  const char* routes[] = {"/v1/chat/completions", "/v1/embeddings",
+                          "/v1/chat/completions"};
+  uint64_t id = 0;
+  for (auto* route : routes) {
+    client->start(++id, call_request{route, "{}"},
+                  [this](source_reply r) { replies.push_back(std::move(r)); });
+    REQUIRE(run_until([&] { return replies.size() == id; }));
+  }
+  std::lock_guard<std::mutex> guard{mx};
+  CHECK(targets == std::vector<std::string>{"/v1/chat/completions",
+                                            "/v1/embeddings",
+                                            "/v1/chat/completions"});
 }
