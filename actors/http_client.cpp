@@ -23,6 +23,7 @@
 #include "sluice/actors/tcp_options.hpp"
 #include "sluice/actors/io_time.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loop_guard.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/actors/upstream_connection.hpp"
 #include "sluice/actors/upstream_request.hpp"
@@ -97,6 +98,8 @@ private:
   auto guarded(const exchange_ptr& ex, const char* step, F f) {
     return [this, keep = shared_from_this(), ex, step,
             f = std::move(f)](auto&&... xs) mutable {
+      // The governor it answers runs as it ends (on the loops).
+      loop_turn turn;
       try {
         f(std::forward<decltype(xs)>(xs)...);
       } catch (const std::exception& e) {

@@ -29,6 +29,21 @@ boost::asio::io_context* this_thread_loop() noexcept;
 /// True on a loop's thread (of any `loop_scheduler`).
 bool on_loop_thread() noexcept;
 
+/// A handler of ours on a loop, for its whole run (a local at its top):
+/// the actors' jobs it wakes on its own loop run when its outermost turn
+/// ends, in the same round of the loop, rather than in a drain posted
+/// behind the loop's next poll of its sockets. A connection's request
+/// that spawns its governor, an upstream answer that wakes it: each then
+/// costs no round of the loop of its own. Nested turns run them at the
+/// outermost's end; on another thread, or inside a drain, it does nothing.
+class loop_turn {
+public:
+  loop_turn() noexcept;
+  ~loop_turn();
+  loop_turn(const loop_turn&) = delete;
+  loop_turn& operator=(const loop_turn&) = delete;
+};
+
 /// Called by every path that blocks its thread (a `scoped_actor` receive, a
 /// Redis command, a thread join): on a loop's thread it would stall every
 /// connection and actor of that loop, or deadlock waiting for one of them.

@@ -87,10 +87,17 @@ public:
         try {
           jobs_.push_back(job);
           job = nullptr;
-          // A running drain takes it in its next pass, or posts the next
-          // drain as it ends.
-          wake = !drain_posted_ && !running_;
-          drain_posted_ = drain_posted_ || wake;
+          if (!running_ && turn_depth_ > 0 && current_.u == this &&
+              (turn_wants_ == nullptr || turn_wants_ == this)) {
+            // A handler of ours runs on this loop: its turn's end runs
+            // the drain.
+            turn_wants_ = this;
+          } else {
+            // A running drain takes it in its next pass, or posts the
+            // next drain as it ends.
+            wake = !drain_posted_ && !running_;
+            drain_posted_ = drain_posted_ || wake;
+          }
         } catch (...) {
           // released below
         }
@@ -247,18 +254,25 @@ public:
   const loop_scheduler* owner;
   size_t index = 0;
 
+  /// At the end of a handler's `loop_turn`: the jobs it queued here.
+  void run_turn_jobs() noexcept { drain(false); }
+
 private:
   // Runs what is queued now, then what those jobs queued in turn (a
   // governor's messages to the actors of its call), pass after pass, up to
-  // `loop_scheduler::drain_passes` passes and `drain_jobs` jobs: a call's chain of
-  // messages runs in one round of the loop, and sockets' handlers still get
-  // their turn between drains. What is left is the next drain's, posted as
-  // this one ends. Nothing once the loop is stopped or left.
-  void drain() {
+  // `loop_scheduler::drain_passes` passes and `drain_jobs` jobs: a call's
+  // chain of messages runs in one round of the loop, and sockets' handlers
+  // still get their turn between drains. What is left is the next drain's,
+  // posted as this one ends. Nothing once the loop is stopped or left, nor
+  // inside a drain. `posted`: run by the drain handler posted for it (else
+  // at a handler's turn end: a posted one may still come, and finds what is
+  // left).
+  void drain(bool posted = true) {
     {
       std::lock_guard<std::mutex> guard{mx_};
-      drain_posted_ = false;
-      if (stopped_)
+      if (posted)
+        drain_posted_ = false;
+      if (stopped_ || running_)
         return;
       batch_.swap(jobs_);
       running_ = true;
@@ -355,6 +369,14 @@ private:
 
   static thread_local thread_note current_;
 
+public:
+  /// Handlers of ours running on this thread (`loop_turn`), and the unit
+  /// whose jobs the outermost one runs as it ends.
+  static thread_local int turn_depth_;
+  static thread_local unit* turn_wants_;
+
+private:
+
   uint64_t owner_id_;
 
   size_t max_throughput_;
@@ -383,6 +405,8 @@ private:
 
 thread_local loop_scheduler::unit::thread_note
     loop_scheduler::unit::current_{};
+thread_local int loop_scheduler::unit::turn_depth_ = 0;
+thread_local loop_scheduler::unit* loop_scheduler::unit::turn_wants_ = nullptr;
 
 // -- loop_clock ---------------------------------------------------------------
 
@@ -555,6 +579,17 @@ const std::shared_ptr<loop_life>& loop_scheduler::life(size_t i) const {
 
 loop_scheduler* loop_scheduler::of(caf::actor_system& sys) noexcept {
   return dynamic_cast<loop_scheduler*>(&sys.scheduler());
+}
+
+loop_turn::loop_turn() noexcept {
+  ++loop_scheduler::unit::turn_depth_;
+}
+
+loop_turn::~loop_turn() {
+  if (--loop_scheduler::unit::turn_depth_ > 0)
+    return;
+  if (auto* u = std::exchange(loop_scheduler::unit::turn_wants_, nullptr))
+    u->run_turn_jobs();
 }
 
 boost::asio::io_context* this_thread_loop() noexcept {

@@ -148,6 +148,8 @@ public:
 
 private:
   class unit;
+  /// Runs the jobs a handler's turn queued (its unit's).
+  friend class loop_turn;
 
   /// Unique for the process's life (a thread's note of its loop names it).
   uint64_t id_;

@@ -268,6 +268,8 @@ private:
 
 template <class F>
 void connection::guarded(const char* where, F&& fn) noexcept {
+  // The actors it wakes on this loop (its call's governor) run as it ends.
+  loop_turn turn;
   try {
     fn();
   } catch (const std::exception& e) {

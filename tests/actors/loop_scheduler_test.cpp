@@ -3,6 +3,7 @@
 // handler runs on that loop's thread; the system shuts down cleanly.
 
 #include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loop_guard.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -214,6 +215,58 @@ TEST_CASE("a chain of messages between actors on a loop runs in one round "
   while (hops < 20 && std::chrono::steady_clock::now() < until)
     std::this_thread::yield();
   CHECK(hops == 20); // and goes on in the next drain
+  caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("the actors a handler's turn wakes on its loop run as the turn "
+          "ends, not a round of the loop later") {
+  loops_fixture f{1};
+  auto& loop = f.scheduler().loop(0);
+  std::atomic<int> hops{0};
+  auto a = f.sys->spawn(hopper, &hops);
+  auto b = f.sys->spawn(hopper, &hops);
+  auto run_on_loop = [&](auto fn) {
+    std::promise<void> done;
+    boost::asio::post(loop, [&] {
+      fn();
+      done.set_value();
+    });
+    REQUIRE(done.get_future().wait_for(10s) == std::future_status::ready);
+  };
+  run_on_loop([&] { caf::anon_send(a, hop_atom::value, 1, b); });
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while (hops < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  REQUIRE(hops == 2); // both actors started
+  int inside = -1;
+  int after_turn = -1;
+  int after_nested = -1;
+  run_on_loop([&] {
+    hops = 0;
+    {
+      loop_turn turn;
+      {
+        loop_turn nested; // the outermost turn's end runs them
+        caf::anon_send(a, hop_atom::value, 2, b);
+      }
+      after_nested = hops.load();
+      inside = hops.load();
+    }
+    after_turn = hops.load();
+  });
+  CHECK(inside == 0);
+  CHECK(after_nested == 0);
+  CHECK(after_turn == 3); // a -> b -> a, all in the turn's drain
+  // Without a turn the same chain waits for a drain posted behind the
+  // handler.
+  int without_turn = -1;
+  run_on_loop([&] {
+    hops = 0;
+    caf::anon_send(a, hop_atom::value, 2, b);
+    without_turn = hops.load();
+  });
+  CHECK(without_turn == 0);
   caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
 }
