@@ -41,27 +41,29 @@ void stall_clock::end_attempt(attempt_id id, time_point now, bool refund) {
     return;
   auto started = i->second;
   open_.erase(i);
-  if (!refund && now > started) {
-    // Only what the union does not hold yet is new productive time.
+  // Only what the union does not hold yet is new productive time.
+  if (!refund && now > started)
     productive_ += (now - started) - covered(started, now);
-    done_.emplace_back(started, now);
-    std::sort(done_.begin(), done_.end());
-    std::vector<std::pair<time_point, time_point>> merged;
-    merged.reserve(done_.size());
-    for (auto& iv : done_) {
-      if (!merged.empty() && iv.first <= merged.back().second)
-        merged.back().second = std::max(merged.back().second, iv.second);
-      else
-        merged.push_back(iv);
-    }
-    done_ = std::move(merged);
-  }
   // Keep only intervals an attempt still open may overlap: a later attempt
   // begins at or after now, past every finished one. With none open (no
-  // hedging) nothing is kept.
+  // hedging: every call's last attempt) nothing is kept, and nothing need
+  // be merged first.
   if (open_.empty()) {
     done_.clear();
     return;
+  }
+  if (!refund && now > started) {
+    // Merged in place: sorted and disjoint again.
+    done_.emplace_back(started, now);
+    std::sort(done_.begin(), done_.end());
+    size_t n = 0;
+    for (auto& iv : done_) {
+      if (n > 0 && iv.first <= done_[n - 1].second)
+        done_[n - 1].second = std::max(done_[n - 1].second, iv.second);
+      else
+        done_[n++] = iv;
+    }
+    done_.resize(n);
   }
   auto earliest = open_.front().second;
   for (auto& o : open_)
