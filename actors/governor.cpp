@@ -76,47 +76,68 @@ using hedge_timer_atom = caf::atom_constant<caf::atom("hedgetmr")>;
 // What a backoff or poll timer does when it fires.
 enum class after_sleep { next_round, stall_check_then_round };
 
-struct governor_state {
-  governor_config cfg;
-  /// The promise form or the callback form (`cfg.on_done`).
-  std::unique_ptr<call_delivery> delivery;
-  /// Changed only by `enter`.
-  governor_phase phase = governor_phase::idle;
-  std::optional<policy::stall_clock> clock;
-  admission_ticket ticket;
-  uint32_t fails = 0;
-  std::vector<attempt_record> attempts;
-  policy::small_rng rng;
-  /// The source of the last failed attempt: tried last next round.
-  std::optional<size_t> last_failed;
-  /// Attempts in flight: one, or more while hedging (in start order).
-  std::vector<running_attempt> running;
-  /// Hedged attempts started so far (at most the policy's `max_hedged`).
-  uint32_t hedges = 0;
+/// The parts of a call's state most calls never touch -- hedging, a breaker
+/// that rejects, a source out of quota, a route's retry budget, the cluster
+/// tier: made on first use (`governor_state::more`), so that a call that
+/// needs none of it (a parked call above all) does not carry it.
+struct uncommon_state {
   /// Failures while another attempt was still out (hedging): the longest
   /// upstream hint among them, and whether one was a 429 -- kept for the
   /// backoff once the last attempt of the group has failed too.
   std::optional<duration> group_hint;
   bool group_rate_limited = false;
-  /// Only the latest timer counts; earlier ones are stale.
-  uint64_t timer_seq = 0;
-  after_sleep on_wake = after_sleep::next_round;
-  bool watching = false;
   /// Earliest instant a rejecting breaker named in the last round.
   std::optional<time_point> soonest_retry;
   /// Earliest instant a source out of quota has a token again (last round).
   std::optional<time_point> next_token;
-  /// Sequence number of the latest attempt; answers and chunks of earlier
-  /// attempts are dropped.
-  uint64_t attempt_seq = 0;
-  /// A chunk went to the caller: no retry or failover from here on.
-  bool committed = false;
   /// The cluster lease this call holds, if any.
   std::string lease;
   /// With the route's retry budget: this call counted active (from
   /// admission), and the retry slot of the round or attempt under way.
   policy::retry_budget::hold active_call;
   policy::retry_budget::hold retry_slot;
+};
+
+/// One governor's state. What every call has is kept small (see
+/// `uncommon_state`); the config it was spawned with is not kept whole:
+/// its callbacks move into `delivery`, its admission path is dropped once
+/// admission starts.
+struct governor_state {
+  /// The call as made; each attempt starts from a copy.
+  call_request request;
+  /// Shared by every call of the route (immutable).
+  std::shared_ptr<const route_plan> plan;
+  /// The global tier across nodes (null: none).
+  caf::actor cluster;
+  duration wait_timeout{};
+  /// The tiers to admit the call through, until `call_atom` starts it.
+  std::unique_ptr<admission_path> admission;
+  /// The promise form or the callback form (`governor_config::on_done`).
+  call_delivery delivery;
+  std::optional<policy::stall_clock> clock;
+  admission_ticket ticket;
+  std::vector<attempt_record> attempts;
+  /// Attempts in flight: one, or more while hedging (in start order).
+  std::vector<running_attempt> running;
+  /// See `uncommon_state` (null until first needed).
+  std::unique_ptr<uncommon_state> extra;
+  /// The source of the last failed attempt: tried last next round.
+  std::optional<size_t> last_failed;
+  policy::small_rng rng;
+  /// Only the latest timer counts; earlier ones are stale.
+  uint64_t timer_seq = 0;
+  /// Sequence number of the latest attempt; answers and chunks of earlier
+  /// attempts are dropped.
+  uint64_t attempt_seq = 0;
+  uint32_t fails = 0;
+  /// Hedged attempts started so far (at most the policy's `max_hedged`).
+  uint32_t hedges = 0;
+  /// Changed only by `enter`.
+  governor_phase phase = governor_phase::idle;
+  after_sleep on_wake = after_sleep::next_round;
+  bool watching = false;
+  /// A chunk went to the caller: no retry or failover from here on.
+  bool committed = false;
 
   static inline const char* name = "sluice.governor";
 
@@ -130,14 +151,38 @@ struct governor_state {
       a.cancel_direct();
   }
 
-  const route_plan& route() const { return *cfg.route; }
+  const route_plan& route() const { return *plan; }
 
-  const policy::call_policy& policy() const { return cfg.route->policy; }
+  const policy::call_policy& policy() const { return plan->policy; }
 
   double uniform() { return rng.uniform(); }
+
+  /// The uncommon parts, made on first use.
+  uncommon_state& more() {
+    if (!extra)
+      extra = std::make_unique<uncommon_state>();
+    return *extra;
+  }
+
+  /// The retry slot of the round or attempt under way, if one is held.
+  bool holds_retry_slot() const { return extra && extra->retry_slot; }
+
+  void drop_retry_slot() {
+    if (extra)
+      extra->retry_slot.reset();
+  }
 };
 
-using governor_actor = caf::stateful_actor<governor_state>;
+/// The governor: a stateful actor built from its config directly (no
+/// spawn-time copy of the config in an init function).
+class governor_actor : public caf::stateful_actor<governor_state> {
+public:
+  governor_actor(caf::actor_config& actor_cfg, governor_config cfg);
+
+  caf::behavior make_behavior() override;
+};
+
+
 
 void next_round(governor_actor* self);
 void retry_budget_spent(governor_actor* self);
@@ -175,11 +220,13 @@ void finish(governor_actor* self, call_result result) {
     result.productive = st.clock->productive();
   }
   st.ticket.release(self);
-  st.retry_slot.reset();
-  st.active_call.reset();
-  if (!st.lease.empty())
-    self->send(st.cfg.cluster, lease_release_atom_v, std::move(st.lease));
-  st.delivery->close(std::move(result));
+  if (auto& x = st.extra) {
+    x->retry_slot.reset();
+    x->active_call.reset();
+    if (!x->lease.empty())
+      self->send(st.cluster, lease_release_atom_v, std::move(x->lease));
+  }
+  st.delivery.close(std::move(result));
   self->quit();
 }
 
@@ -187,8 +234,9 @@ void exhausted(governor_actor* self, const char* reason,
                std::optional<duration> retry_in = std::nullopt) {
   auto& st = self->state;
   if (!retry_in)
-    retry_in = exhausted_retry_in(st.policy().poll_interval, st.soonest_retry,
-                                  self->clock().now());
+    retry_in = exhausted_retry_in(
+        st.policy().poll_interval,
+        st.extra ? st.extra->soonest_retry : std::nullopt, self->clock().now());
   // Whatever set it (an upstream's hint, a breaker opened until a hint's
   // instant, a backoff it raised): never more than the node would wait.
   finish(self, exhausted_result(
@@ -247,8 +295,8 @@ void wait_for_source(governor_actor* self) {
   enter(self, governor_phase::waiting);
   auto delay = policy::poll_delay(st.policy().poll_interval, st.uniform());
   // A source out of quota has a token again at a known instant: be there.
-  if (st.next_token) {
-    auto until_token = *st.next_token - self->clock().now();
+  if (st.extra && st.extra->next_token) {
+    auto until_token = *st.extra->next_token - self->clock().now();
     delay = std::max(duration::zero(), std::min(delay, until_token));
   }
   sleep_for(self, delay, after_sleep::next_round);
@@ -303,7 +351,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   auto cur = std::move(*it);
   st.running.erase(it);
   if (st.running.empty())
-    st.retry_slot.reset(); // the retry, if it was one, is over
+    st.drop_retry_slot(); // the retry, if it was one, is over
   auto now = self->clock().now();
   const auto& pol = st.policy();
   const auto& src = st.route().sources[cur.source];
@@ -366,20 +414,23 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   // Hedging: another attempt is still out; its answer decides what next.
   // This failure's hint is kept for the backoff after the last one.
   if (!st.running.empty()) {
+    auto& x = st.more();
     if (reply.retry_after &&
-        (!st.group_hint || *reply.retry_after > *st.group_hint))
-      st.group_hint = reply.retry_after;
-    st.group_rate_limited =
-        st.group_rate_limited || reply.kind == outcome_kind::rate_limited;
+        (!x.group_hint || *reply.retry_after > *x.group_hint))
+      x.group_hint = reply.retry_after;
+    x.group_rate_limited =
+        x.group_rate_limited || reply.kind == outcome_kind::rate_limited;
     return;
   }
-  if (st.group_hint && (!reply.retry_after ||
-                        *st.group_hint > *reply.retry_after))
-    reply.retry_after = st.group_hint;
-  bool rate_limited =
-      reply.kind == outcome_kind::rate_limited || st.group_rate_limited;
-  st.group_hint.reset();
-  st.group_rate_limited = false;
+  bool rate_limited = reply.kind == outcome_kind::rate_limited;
+  if (auto& x = st.extra) {
+    if (x->group_hint &&
+        (!reply.retry_after || *x->group_hint > *reply.retry_after))
+      reply.retry_after = x->group_hint;
+    rate_limited = rate_limited || x->group_rate_limited;
+    x->group_hint.reset();
+    x->group_rate_limited = false;
+  }
   auto delay = policy::backoff_delay(pol.backoff, st.fails, st.uniform(),
                                      reply.retry_after);
   if (st.fails >= pol.max_attempts) {
@@ -550,7 +601,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
   auto seq = ++st.attempt_seq;
-  auto request = st.cfg.request;
+  auto request = st.request;
   if (src.model_names && !request.model.empty())
     if (auto i = src.model_names->find(request.model);
         i != src.model_names->end())
@@ -636,9 +687,10 @@ void try_candidate(governor_actor* self,
     // A round after a failed attempt is a retry: once a source could take
     // it, it needs the route budget's slot (a hedge does not).
     if (!hedge && st.route().retry_budget && !st.attempts.empty() &&
-        !st.retry_slot) {
-      st.retry_slot = st.route().retry_budget->try_retry();
-      if (!st.retry_slot) {
+        !st.holds_retry_slot()) {
+      auto& slot = st.more().retry_slot;
+      slot = st.route().retry_budget->try_retry();
+      if (!slot) {
         release_source_permit(self, idx, permit);
         retry_budget_spent(self);
         return;
@@ -652,8 +704,9 @@ void try_candidate(governor_actor* self,
       auto now = self->clock().now();
       if (!src.quota->try_take(now)) {
         auto next = src.quota->next_token(now);
-        if (!st.next_token || next < *st.next_token)
-          st.next_token = next;
+        auto& x = st.more();
+        if (!x.next_token || next < *x.next_token)
+          x.next_token = next;
         release_source_permit(self, idx, permit);
         continue;
       }
@@ -685,8 +738,9 @@ void try_candidate(governor_actor* self,
                 start_attempt(self, idx, permit, v, hedge);
                 return;
               }
-              if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
-                st.soonest_retry = v.retry_at;
+              auto& x = st.more();
+              if (!x.soonest_retry || v.retry_at < *x.soonest_retry)
+                x.soonest_retry = v.retry_at;
               release_source_permit(self, idx, permit);
               try_candidate(self, order, i + 1, hedge_for);
             },
@@ -702,7 +756,7 @@ void try_candidate(governor_actor* self,
   if (hedge)
     return; // no other source free now: no hedge
   // No attempt this round: a retry slot is not held while waiting.
-  st.retry_slot.reset();
+  st.drop_retry_slot();
   check_stall(self, [self] { wait_for_source(self); });
 }
 
@@ -763,8 +817,10 @@ void arm_hedge_timer(governor_actor* self, uint64_t seq) {
 void next_round(governor_actor* self) {
   auto& st = self->state;
   enter(self, governor_phase::choosing);
-  st.soonest_retry.reset();
-  st.next_token.reset();
+  if (auto& x = st.extra) {
+    x->soonest_retry.reset();
+    x->next_token.reset();
+  }
   const auto& route = st.route();
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
@@ -777,7 +833,7 @@ void next_round(governor_actor* self) {
 void begin_rounds(governor_actor* self) {
   auto& st = self->state;
   if (st.route().retry_budget)
-    st.active_call = st.route().retry_budget->call_started();
+    st.more().active_call = st.route().retry_budget->call_started();
   next_round(self);
 }
 
@@ -789,16 +845,16 @@ void admit_cluster(governor_actor* self) {
   auto& st = self->state;
   auto deadline = st.ticket.deadline();
   auto limit = deadline - self->clock().now() + st.route().backend_timeout;
-  self->request(st.cfg.cluster, limit, acquire_atom_v, deadline)
+  self->request(st.cluster, limit, acquire_atom_v, deadline)
       .then(
           [self](std::string& lease) {
-            self->state.lease = std::move(lease);
+            self->state.more().lease = std::move(lease);
             begin_rounds(self);
           },
           [self](caf::error& err) {
             auto& st = self->state;
             if (auto tier = busy_tier(err))
-              finish(self, busy_result(tier, st.cfg.wait_timeout));
+              finish(self, busy_result(tier, st.wait_timeout));
             else
               finish(self, backend_error_result(st.policy().poll_interval));
           });
@@ -806,12 +862,21 @@ void admit_cluster(governor_actor* self) {
 
 // -- the behavior -------------------------------------------------------------
 
-caf::behavior governor(governor_actor* self, governor_config cfg) {
-  auto& st = self->state;
-  st.cfg = std::move(cfg);
-  st.rng.seed(st.cfg.seed);
-  st.delivery = make_call_delivery(self, std::move(st.cfg.on_done),
-                                   std::move(st.cfg.on_chunk));
+governor_actor::governor_actor(caf::actor_config& actor_cfg,
+                               governor_config cfg)
+    : caf::stateful_actor<governor_state>(actor_cfg) {
+  auto& st = state;
+  st.request = std::move(cfg.request);
+  st.plan = std::move(cfg.route);
+  st.cluster = std::move(cfg.cluster);
+  st.wait_timeout = cfg.wait_timeout;
+  st.admission = std::make_unique<admission_path>(std::move(cfg.admission));
+  st.rng.seed(cfg.seed);
+  st.delivery.start(this, std::move(cfg.on_done), std::move(cfg.on_chunk));
+}
+
+caf::behavior governor_actor::make_behavior() {
+  auto self = this;
   // Attempt runners are linked to us; their exits (normal, or the kill we
   // send on a timeout) must not take us down.
   self->set_exit_handler([](caf::exit_msg&) {});
@@ -821,18 +886,19 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
         if (st.phase != governor_phase::idle)
           return caf::sec::invalid_argument; // one call per governor
         enter(self, governor_phase::admitting);
-        auto reply = st.delivery->open(self);
+        auto reply = st.delivery.open(self);
         st.clock.emplace(self->clock().now());
-        admit(self, st.cfg.admission, st.cfg.wait_timeout,
+        auto path = std::move(st.admission); // needed no more
+        admit(self, *path, st.wait_timeout,
               [self](caf::expected<admission_ticket> t) {
                 auto& st = self->state;
                 if (!t) {
                   finish(self, busy_result(busy_tier(t.error()),
-                                           st.cfg.wait_timeout));
+                                           st.wait_timeout));
                   return;
                 }
                 st.ticket = std::move(*t);
-                if (st.cfg.cluster)
+                if (st.cluster)
                   admit_cluster(self);
                 else
                   begin_rounds(self);
@@ -872,9 +938,9 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
           // retry that streams is no longer one in the budget's sense.
           st.committed = true;
           cancel_others(self, tag);
-          st.retry_slot.reset();
+          st.drop_retry_slot();
         }
-        st.delivery->chunk(self, std::move(bytes));
+        st.delivery.chunk(self, std::move(bytes));
       },
       // Our own TTFT and hedge timers: never answered.
       [](first_byte_atom, uint64_t) { return caf::delegated<void>{}; },
@@ -898,7 +964,7 @@ duration progress_interval(const policy::call_policy& policy) {
 }
 
 caf::actor spawn_governor(caf::actor_system& sys, governor_config cfg) {
-  return sys.spawn(governor, std::move(cfg));
+  return sys.spawn<governor_actor>(std::move(cfg));
 }
 
 } // namespace sluice
