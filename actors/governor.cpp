@@ -4,7 +4,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <variant>
 
+#include <boost/container/small_vector.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
@@ -65,6 +67,8 @@ struct running_attempt {
   }
 };
 
+using running_list = boost::container::small_vector<running_attempt, 1>;
+
 /// The answer to an attempt started directly, sent by the source's client
 /// to the governor: (direct_done, attempt seq, source_reply).
 using direct_done_atom = caf::atom_constant<caf::atom("dirdone")>;
@@ -110,15 +114,16 @@ struct governor_state {
   /// The global tier across nodes (null: none).
   caf::actor cluster;
   duration wait_timeout{};
-  /// The tiers to admit the call through, until `call_atom` starts it.
-  std::unique_ptr<admission_path> admission;
+  /// The tiers to admit the call through until it is admitted, then the
+  /// permits it holds (one never needs both).
+  std::variant<admission_path, admission_ticket> admission;
   /// The promise form or the callback form (`governor_config::on_done`).
   call_delivery delivery;
   std::optional<policy::stall_clock> clock;
-  admission_ticket ticket;
   std::vector<attempt_record> attempts;
-  /// Attempts in flight: one, or more while hedging (in start order).
-  std::vector<running_attempt> running;
+  /// Attempts in flight: one, or more while hedging (in start order). The
+  /// first in place: no allocation per attempt.
+  running_list running;
   /// See `uncommon_state` (null until first needed).
   std::unique_ptr<uncommon_state> extra;
   /// The source of the last failed attempt: tried last next round.
@@ -219,7 +224,8 @@ void finish(governor_actor* self, call_result result) {
     result.stalled = st.clock->stalled(self->clock().now());
     result.productive = st.clock->productive();
   }
-  st.ticket.release(self);
+  if (auto ticket = std::get_if<admission_ticket>(&st.admission))
+    ticket->release(self);
   if (auto& x = st.extra) {
     x->retry_slot.reset();
     x->active_call.reset();
@@ -485,7 +491,7 @@ void cancel_others(governor_actor* self, uint64_t keep) {
   if (st.running.empty())
     return;
   auto now = self->clock().now();
-  std::vector<running_attempt> kept;
+  running_list kept;
   for (auto& a : st.running) {
     if (a.seq == keep) {
       kept.push_back(std::move(a));
@@ -666,16 +672,15 @@ bool stale_hedge(const governor_state& st, uint64_t hedge_for, size_t idx) {
          !is_current(st, hedge_for) || running_at(st, idx);
 }
 
-void try_candidate(governor_actor* self,
-                   std::shared_ptr<const std::vector<size_t>> order, size_t i,
+void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
                    uint64_t hedge_for = 0) {
   bool hedge = hedge_for != 0;
   auto& st = self->state;
   // A source skipped at once (breaker open, tier full, no quota token) is
   // the loop's next turn, not a call: a 1,000-source route was 1,000 stack
   // frames deep. Only the breaker's answer comes back in a new turn.
-  for (; i < order->size(); ++i) {
-    auto idx = (*order)[i];
+  for (; i < order.size(); ++i) {
+    auto idx = order[i];
     const auto& src = st.route().sources[idx];
     if (hedge && running_at(st, idx))
       continue;
@@ -722,9 +727,12 @@ void try_candidate(governor_actor* self,
       start_attempt(self, idx, permit, go, hedge);
       return;
     }
+    // The round goes on with the rest of the order when the breaker
+    // answers: one of the two handlers runs, once, and takes it.
+    auto rest = std::make_shared<std::vector<size_t>>(std::move(order));
     self->request(src.breaker.actor, caf::infinite, allow_atom_v)
         .then(
-            [self, order, i, idx, permit, hedge_for,
+            [self, rest, i, idx, permit, hedge_for,
              hedge](const breaker_verdict& v) {
               auto& st = self->state;
               if (hedge && stale_hedge(st, hedge_for, idx)) {
@@ -742,14 +750,14 @@ void try_candidate(governor_actor* self,
               if (!x.soonest_retry || v.retry_at < *x.soonest_retry)
                 x.soonest_retry = v.retry_at;
               release_source_permit(self, idx, permit);
-              try_candidate(self, order, i + 1, hedge_for);
+              try_candidate(self, std::move(*rest), i + 1, hedge_for);
             },
-            [self, order, i, idx, permit, hedge_for](caf::error&) {
+            [self, rest, i, idx, permit, hedge_for](caf::error&) {
               release_source_permit(self, idx, permit);
               if (hedge_for != 0 &&
                   stale_hedge(self->state, hedge_for, idx))
                 return;
-              try_candidate(self, order, i + 1, hedge_for);
+              try_candidate(self, std::move(*rest), i + 1, hedge_for);
             });
     return;
   }
@@ -792,9 +800,7 @@ void hedge(governor_actor* self, uint64_t seq) {
   const auto& route = st.route();
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
-  try_candidate(
-      self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0,
-      seq);
+  try_candidate(self, std::move(order), 0, seq);
 }
 
 // Arms attempt `seq`'s hedge timer, if the kind hedges and may still. A
@@ -824,8 +830,7 @@ void next_round(governor_actor* self) {
   const auto& route = st.route();
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
-  try_candidate(
-      self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0);
+  try_candidate(self, std::move(order), 0);
 }
 
 // Admitted: the call counts as active on its route's retry budget until it
@@ -843,7 +848,7 @@ void begin_rounds(governor_actor* self) {
 // backend timeout, fails the call closed.
 void admit_cluster(governor_actor* self) {
   auto& st = self->state;
-  auto deadline = st.ticket.deadline();
+  auto deadline = std::get<admission_ticket>(st.admission).deadline();
   auto limit = deadline - self->clock().now() + st.route().backend_timeout;
   self->request(st.cluster, limit, acquire_atom_v, deadline)
       .then(
@@ -870,7 +875,7 @@ governor_actor::governor_actor(caf::actor_config& actor_cfg,
   st.plan = std::move(cfg.route);
   st.cluster = std::move(cfg.cluster);
   st.wait_timeout = cfg.wait_timeout;
-  st.admission = std::make_unique<admission_path>(std::move(cfg.admission));
+  st.admission = std::move(cfg.admission);
   st.rng.seed(cfg.seed);
   st.delivery.start(this, std::move(cfg.on_done), std::move(cfg.on_chunk));
 }
@@ -888,21 +893,23 @@ caf::behavior governor_actor::make_behavior() {
         enter(self, governor_phase::admitting);
         auto reply = st.delivery.open(self);
         st.clock.emplace(self->clock().now());
-        auto path = std::move(st.admission); // needed no more
-        admit(self, *path, st.wait_timeout,
-              [self](caf::expected<admission_ticket> t) {
-                auto& st = self->state;
-                if (!t) {
-                  finish(self, busy_result(busy_tier(t.error()),
-                                           st.wait_timeout));
-                  return;
-                }
-                st.ticket = std::move(*t);
-                if (st.cluster)
-                  admit_cluster(self);
-                else
-                  begin_rounds(self);
-              });
+        // `done` replaces the path with the ticket (admit_call is through
+        // with the path by then).
+        const auto& path = std::get<admission_path>(st.admission);
+        admit_call(self, path, st.wait_timeout,
+                   [self](caf::expected<admission_ticket> t) {
+                     auto& st = self->state;
+                     if (!t) {
+                       finish(self, busy_result(busy_tier(t.error()),
+                                                st.wait_timeout));
+                       return;
+                     }
+                     st.admission = std::move(*t);
+                     if (st.cluster)
+                       admit_cluster(self);
+                     else
+                       begin_rounds(self);
+                   });
         return reply;
       },
       [self](resume_atom, uint64_t seq) {
