@@ -4,6 +4,7 @@
 
 #include <caf/attachable.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/mailbox_element.hpp>
 
 #include "sluice/messages/atoms.hpp"
 
@@ -55,7 +56,10 @@ void call_delivery::start(caf::event_based_actor* self,
 
 caf::result<call_result>
 call_delivery::open(caf::event_based_actor* self) {
-  caller_ = caf::actor_cast<caf::actor>(self->current_sender());
+  // No message when the actor starts the call itself (callback form,
+  // `governor_config::start_at_once`): no caller.
+  if (auto msg = self->current_mailbox_element())
+    caller_ = caf::actor_cast<caf::actor>(msg->sender);
   if (done_ != nullptr) // the result goes to `on_done`; nobody waits
     return caf::delegated<call_result>{};
   promise_ = self->make_response_promise();

@@ -38,8 +38,9 @@ public:
              std::function<void(call_result)> on_done,
              std::function<void(std::string)> on_chunk);
 
-  /// The call starts: `call_atom` from `self->current_sender()`. What the
-  /// governor's handler returns.
+  /// The call starts: `call_atom` from `self->current_sender()`, or no
+  /// message at all (a callback-form actor starting its call itself). What
+  /// the governor's handler returns.
   caf::result<call_result> open(caf::event_based_actor* self);
 
   /// One piece of a streamed answer, before the result: to `on_chunk` if

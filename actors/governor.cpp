@@ -185,6 +185,10 @@ public:
   governor_actor(caf::actor_config& actor_cfg, governor_config cfg);
 
   caf::behavior make_behavior() override;
+
+private:
+  /// See `governor_config::start_at_once`.
+  bool start_at_once_ = false;
 };
 
 
@@ -867,6 +871,33 @@ void admit_cluster(governor_actor* self) {
 
 // -- the behavior -------------------------------------------------------------
 
+// The call starts (`call_atom`, or the governor's start with
+// `governor_config::start_at_once`): admission, then its rounds.
+caf::result<call_result> start_call(governor_actor* self) {
+  auto& st = self->state;
+  enter(self, governor_phase::admitting);
+  auto reply = st.delivery.open(self);
+  st.clock.emplace(self->clock().now());
+  // `done` replaces the path with the ticket (admit_call is through with
+  // the path by then).
+  const auto& path = std::get<admission_path>(st.admission);
+  admit_call(self, path, st.wait_timeout,
+             [self](caf::expected<admission_ticket> t) {
+               auto& st = self->state;
+               if (!t) {
+                 finish(self,
+                        busy_result(busy_tier(t.error()), st.wait_timeout));
+                 return;
+               }
+               st.admission = std::move(*t);
+               if (st.cluster)
+                 admit_cluster(self);
+               else
+                 begin_rounds(self);
+             });
+  return reply;
+}
+
 governor_actor::governor_actor(caf::actor_config& actor_cfg,
                                governor_config cfg)
     : caf::stateful_actor<governor_state>(actor_cfg) {
@@ -877,6 +908,7 @@ governor_actor::governor_actor(caf::actor_config& actor_cfg,
   st.wait_timeout = cfg.wait_timeout;
   st.admission = std::move(cfg.admission);
   st.rng.seed(cfg.seed);
+  start_at_once_ = cfg.start_at_once && cfg.on_done;
   st.delivery.start(this, std::move(cfg.on_done), std::move(cfg.on_chunk));
 }
 
@@ -885,32 +917,11 @@ caf::behavior governor_actor::make_behavior() {
   // Attempt runners are linked to us; their exits (normal, or the kill we
   // send on a timeout) must not take us down.
   self->set_exit_handler([](caf::exit_msg&) {});
-  return {
+  caf::behavior behavior{
       [self](call_atom) -> caf::result<call_result> {
-        auto& st = self->state;
-        if (st.phase != governor_phase::idle)
+        if (self->state.phase != governor_phase::idle)
           return caf::sec::invalid_argument; // one call per governor
-        enter(self, governor_phase::admitting);
-        auto reply = st.delivery.open(self);
-        st.clock.emplace(self->clock().now());
-        // `done` replaces the path with the ticket (admit_call is through
-        // with the path by then).
-        const auto& path = std::get<admission_path>(st.admission);
-        admit_call(self, path, st.wait_timeout,
-                   [self](caf::expected<admission_ticket> t) {
-                     auto& st = self->state;
-                     if (!t) {
-                       finish(self, busy_result(busy_tier(t.error()),
-                                                st.wait_timeout));
-                       return;
-                     }
-                     st.admission = std::move(*t);
-                     if (st.cluster)
-                       admit_cluster(self);
-                     else
-                       begin_rounds(self);
-                   });
-        return reply;
+        return start_call(self);
       },
       [self](resume_atom, uint64_t seq) {
         auto& st = self->state;
@@ -961,6 +972,13 @@ caf::behavior governor_actor::make_behavior() {
             static_cast<uint32_t>(st.attempts.size()), st.phase};
       },
   };
+  if (!start_at_once_)
+    return behavior;
+  // Become it first: a call that ends at once (quit) must find it set, not
+  // have it set after its end.
+  become(std::move(behavior));
+  start_call(this);
+  return {};
 }
 
 } // namespace
