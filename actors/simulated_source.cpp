@@ -235,11 +235,9 @@ caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
         auto requester =
             caf::actor_cast<caf::actor_addr>(self->current_sender());
         auto promise = self->make_response_promise();
-        // The reply moves into the pending attempt (only whether there is
-        // one and its kind are read below).
-        pending_attempt pa{promise, requester,
-                           std::move(reply).value_or(source_reply{}),
-                           caf::actor{}, 0, false, {}};
+        pending_attempt pa{
+            promise, requester, reply.value_or(source_reply{}), caf::actor{}, 0,
+            false,   {}};
         // A streamed success: chunks spread over the latency, like tokens.
         if (reply && reply->kind == policy::outcome_kind::ok && req.stream_to) {
           pa.stream_to = req.stream_to;
