@@ -104,8 +104,8 @@ struct uncommon_state {
 
 /// One governor's state. What every call has is kept small (see
 /// `uncommon_state`); the config it was spawned with is not kept whole:
-/// its callbacks move into `delivery`, its admission path is dropped once
-/// admission starts.
+/// its callbacks move into `delivery`, its admission path gives way to the
+/// ticket once the call is admitted.
 struct governor_state {
   /// The call as made; each attempt starts from a copy.
   call_request request;
