@@ -1,5 +1,6 @@
 #include "sluice/actors/admission.hpp"
 
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -71,6 +72,8 @@ struct admission_attempt : admission_progress {
     steps[step_count++] = path.global;
   }
 
+  admission_ticket& ticket() { return ticket_; }
+
   void took(size_t step, permit_id id) {
     waiting_on_.reset();
     ticket_.add(step, steps[step], id);
@@ -94,17 +97,28 @@ private:
   }
 };
 
-void acquire_from(caf::event_based_actor* self,
-                  std::shared_ptr<admission_attempt> attempt, size_t step) {
-  for (; step < attempt->step_count; ++step) {
-    const auto& tier = attempt->steps[step];
+// Takes, without a message, the permit of each tier of `steps` from `step`
+// on while one is free and nobody is queued for it; returns the first step
+// that must wait (`count`: none).
+template <class Tier>
+size_t take_free(caf::event_based_actor* self, const Tier* steps, size_t count,
+                 size_t step, admission_ticket& ticket) {
+  for (; step < count; ++step) {
+    const tier_handle& tier = steps[step];
     if (!tier.counter->try_acquire())
       break;
-    // Fast path: a free permit and nobody queued; no message needed.
     auto id = tier.counter->next_permit_id();
     attach_permit(self, tier.counter, tier.owner, id);
-    attempt->took(step, id);
+    ticket.add(step, tier, id);
   }
+  return step;
+}
+
+void acquire_from(caf::event_based_actor* self,
+                  std::shared_ptr<admission_attempt> attempt, size_t step) {
+  // Fast path: free permits and nobody queued; no message needed.
+  step = take_free(self, attempt->steps.data(), attempt->step_count, step,
+                   attempt->ticket());
   if (step == attempt->step_count) {
     attempt->succeed();
     return;
@@ -135,6 +149,32 @@ std::shared_ptr<const admission_progress> admit(caf::event_based_actor* self,
   attempt->done = std::move(done);
   acquire_from(self, attempt, 0);
   return attempt;
+}
+
+void admit_call(caf::event_based_actor* self, const admission_path& path,
+                duration wait_timeout, admission_callback done) {
+  admission_ticket ticket;
+  ticket.set_deadline(self->clock().now() + wait_timeout);
+  std::array<std::reference_wrapper<const tier_handle>, max_admission_steps>
+      steps{path.session, path.session, path.session, path.session};
+  size_t count = 0;
+  steps[count++] = path.session;
+  if (path.group)
+    steps[count++] = *path.group;
+  steps[count++] = path.connection;
+  steps[count++] = path.global;
+  auto step = take_free(self, steps.data(), count, 0, ticket);
+  if (step == count) { // the common case: no tier made the call wait
+    done(std::move(ticket));
+    return;
+  }
+  // A tier must be waited for: from here on as `admit`, with the permits
+  // taken so far.
+  auto attempt = std::make_shared<admission_attempt>();
+  attempt->plan(path, ticket.deadline());
+  attempt->ticket() = std::move(ticket);
+  attempt->done = std::move(done);
+  acquire_from(self, attempt, step);
 }
 
 } // namespace sluice

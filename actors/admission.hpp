@@ -115,4 +115,12 @@ std::shared_ptr<const admission_progress> admit(caf::event_based_actor* self,
                                                 duration wait_timeout,
                                                 admission_callback done);
 
+/// `admit` for a caller that keeps no progress report (a governor): the
+/// same tiers, order, deadline and outcome, but when no tier makes the call
+/// wait -- the common case -- nothing is allocated for the admission and
+/// `done` runs before this returns, as the last thing it does. Otherwise
+/// the path is copied: it need not outlive this call.
+void admit_call(caf::event_based_actor* self, const admission_path& path,
+                duration wait_timeout, admission_callback done);
+
 } // namespace sluice

@@ -2,88 +2,69 @@
 
 #include <utility>
 
+#include <caf/attachable.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/typed_response_promise.hpp>
+#include <caf/mailbox_element.hpp>
 
 #include "sluice/messages/atoms.hpp"
 
 namespace sluice {
 
-namespace {
-
-class promise_delivery final : public call_delivery {
+// Attached to a callback-form actor: if it terminates without a result
+// (killed: the call was cancelled), `on_done` hears `cancelled`. It runs
+// with the actor's other attachables, after its state is gone and after the
+// permits observed by later attachables came back.
+class call_delivery::done_observer final : public caf::attachable {
 public:
-  explicit promise_delivery(std::function<void(std::string)> on_chunk)
-      : call_delivery(std::move(on_chunk)) {
+  explicit done_observer(std::function<void(call_result)> fn)
+      : fn_(std::move(fn)) {
     // nop
   }
 
-  caf::result<call_result> open(caf::event_based_actor* self) override {
-    caller_ = caf::actor_cast<caf::actor>(self->current_sender());
-    promise_ = self->make_response_promise<call_result>();
-    return promise_;
+  void actor_exited(const caf::error&, caf::execution_unit*) override {
+    if (!called_) {
+      called_ = true;
+      call_result r;
+      r.status = call_status::cancelled;
+      fn_(std::move(r));
+    }
   }
 
-  void close(call_result result) override {
-    promise_.deliver(std::move(result));
-  }
-
-private:
-  caf::typed_response_promise<call_result> promise_;
-};
-
-// Shared with the functor that reports a cancellation: it runs when the
-// governor terminates, when its state may be gone.
-struct done_callback {
-  std::function<void(call_result)> fn;
-  bool called = false; // only touched on the governor's thread
-};
-
-class callback_delivery final : public call_delivery {
-public:
-  callback_delivery(caf::event_based_actor* self,
-                    std::function<void(call_result)> on_done,
-                    std::function<void(std::string)> on_chunk)
-      : call_delivery(std::move(on_chunk))
-      , done_(std::make_shared<done_callback>())
-      , self_ref_(caf::actor_cast<caf::actor>(self)) {
-    done_->fn = std::move(on_done);
-    // Terminated without a result (killed: the call was cancelled).
-    self->attach_functor([done = done_] {
-      if (!done->called) {
-        done->called = true;
-        call_result r;
-        r.status = call_status::cancelled;
-        done->fn(std::move(r));
-      }
-    });
-  }
-
-  caf::result<call_result> open(caf::event_based_actor* self) override {
-    caller_ = caf::actor_cast<caf::actor>(self->current_sender());
-    // The result goes to `on_done`; nobody waits for a reply.
-    return caf::delegated<call_result>{};
-  }
-
-  void close(call_result result) override {
-    done_->called = true;
-    done_->fn(std::move(result));
-    self_ref_ = nullptr;
+  // Only called on the actor's thread, while it runs (so before
+  // `actor_exited`).
+  void deliver(call_result result) {
+    called_ = true;
+    fn_(std::move(result));
   }
 
 private:
-  std::shared_ptr<done_callback> done_;
-  caf::actor self_ref_;
+  std::function<void(call_result)> fn_;
+  bool called_ = false;
 };
 
-} // namespace
-
-call_delivery::call_delivery(std::function<void(std::string)> on_chunk)
-    : on_chunk_(std::move(on_chunk)) {
-  // nop
+void call_delivery::start(caf::event_based_actor* self,
+                          std::function<void(call_result)> on_done,
+                          std::function<void(std::string)> on_chunk) {
+  on_chunk_ = std::move(on_chunk);
+  if (!on_done)
+    return;
+  auto observer = new done_observer(std::move(on_done));
+  done_ = observer;
+  self_ref_ = caf::actor_cast<caf::actor>(self);
+  self->attach(caf::attachable_ptr{observer});
 }
 
-call_delivery::~call_delivery() = default;
+caf::result<call_result>
+call_delivery::open(caf::event_based_actor* self) {
+  // No message when the actor starts the call itself (callback form,
+  // `governor_config::start_at_once`): no caller.
+  if (auto msg = self->current_mailbox_element())
+    caller_ = caf::actor_cast<caf::actor>(msg->sender);
+  if (done_ != nullptr) // the result goes to `on_done`; nobody waits
+    return caf::delegated<call_result>{};
+  promise_ = self->make_response_promise();
+  return caf::delegated<call_result>{};
+}
 
 void call_delivery::chunk(caf::event_based_actor* self, std::string bytes) {
   if (on_chunk_)
@@ -92,14 +73,13 @@ void call_delivery::chunk(caf::event_based_actor* self, std::string bytes) {
     self->send(caller_, stream_chunk_atom_v, std::move(bytes));
 }
 
-std::unique_ptr<call_delivery>
-make_call_delivery(caf::event_based_actor* self,
-                   std::function<void(call_result)> on_done,
-                   std::function<void(std::string)> on_chunk) {
-  if (on_done)
-    return std::make_unique<callback_delivery>(self, std::move(on_done),
-                                               std::move(on_chunk));
-  return std::make_unique<promise_delivery>(std::move(on_chunk));
+void call_delivery::close(call_result result) {
+  if (done_ != nullptr) {
+    done_->deliver(std::move(result));
+    self_ref_ = nullptr;
+    return;
+  }
+  promise_.deliver(std::move(result));
 }
 
 } // namespace sluice

@@ -4,7 +4,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <variant>
 
+#include <boost/container/small_vector.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
@@ -65,6 +67,8 @@ struct running_attempt {
   }
 };
 
+using running_list = boost::container::small_vector<running_attempt, 1>;
+
 /// The answer to an attempt started directly, sent by the source's client
 /// to the governor: (direct_done, attempt seq, source_reply).
 using direct_done_atom = caf::atom_constant<caf::atom("dirdone")>;
@@ -76,47 +80,69 @@ using hedge_timer_atom = caf::atom_constant<caf::atom("hedgetmr")>;
 // What a backoff or poll timer does when it fires.
 enum class after_sleep { next_round, stall_check_then_round };
 
-struct governor_state {
-  governor_config cfg;
-  /// The promise form or the callback form (`cfg.on_done`).
-  std::unique_ptr<call_delivery> delivery;
-  /// Changed only by `enter`.
-  governor_phase phase = governor_phase::idle;
-  std::optional<policy::stall_clock> clock;
-  admission_ticket ticket;
-  uint32_t fails = 0;
-  std::vector<attempt_record> attempts;
-  policy::small_rng rng;
-  /// The source of the last failed attempt: tried last next round.
-  std::optional<size_t> last_failed;
-  /// Attempts in flight: one, or more while hedging (in start order).
-  std::vector<running_attempt> running;
-  /// Hedged attempts started so far (at most the policy's `max_hedged`).
-  uint32_t hedges = 0;
+/// The parts of a call's state most calls never touch -- hedging, a breaker
+/// that rejects, a source out of quota, a route's retry budget, the cluster
+/// tier: made on first use (`governor_state::more`), so that a call that
+/// needs none of it (a parked call above all) does not carry it.
+struct uncommon_state {
   /// Failures while another attempt was still out (hedging): the longest
   /// upstream hint among them, and whether one was a 429 -- kept for the
   /// backoff once the last attempt of the group has failed too.
   std::optional<duration> group_hint;
   bool group_rate_limited = false;
-  /// Only the latest timer counts; earlier ones are stale.
-  uint64_t timer_seq = 0;
-  after_sleep on_wake = after_sleep::next_round;
-  bool watching = false;
   /// Earliest instant a rejecting breaker named in the last round.
   std::optional<time_point> soonest_retry;
   /// Earliest instant a source out of quota has a token again (last round).
   std::optional<time_point> next_token;
-  /// Sequence number of the latest attempt; answers and chunks of earlier
-  /// attempts are dropped.
-  uint64_t attempt_seq = 0;
-  /// A chunk went to the caller: no retry or failover from here on.
-  bool committed = false;
   /// The cluster lease this call holds, if any.
   std::string lease;
   /// With the route's retry budget: this call counted active (from
   /// admission), and the retry slot of the round or attempt under way.
   policy::retry_budget::hold active_call;
   policy::retry_budget::hold retry_slot;
+};
+
+/// One governor's state. What every call has is kept small (see
+/// `uncommon_state`); the config it was spawned with is not kept whole:
+/// its callbacks move into `delivery`, its admission path gives way to the
+/// ticket once the call is admitted.
+struct governor_state {
+  /// The call as made; each attempt starts from a copy.
+  call_request request;
+  /// Shared by every call of the route (immutable).
+  std::shared_ptr<const route_plan> plan;
+  /// The global tier across nodes (null: none).
+  caf::actor cluster;
+  duration wait_timeout{};
+  /// The tiers to admit the call through until it is admitted, then the
+  /// permits it holds (one never needs both).
+  std::variant<admission_path, admission_ticket> admission;
+  /// The promise form or the callback form (`governor_config::on_done`).
+  call_delivery delivery;
+  std::optional<policy::stall_clock> clock;
+  std::vector<attempt_record> attempts;
+  /// Attempts in flight: one, or more while hedging (in start order). The
+  /// first in place: no allocation per attempt.
+  running_list running;
+  /// See `uncommon_state` (null until first needed).
+  std::unique_ptr<uncommon_state> extra;
+  /// The source of the last failed attempt: tried last next round.
+  std::optional<size_t> last_failed;
+  policy::small_rng rng;
+  /// Only the latest timer counts; earlier ones are stale.
+  uint64_t timer_seq = 0;
+  /// Sequence number of the latest attempt; answers and chunks of earlier
+  /// attempts are dropped.
+  uint64_t attempt_seq = 0;
+  uint32_t fails = 0;
+  /// Hedged attempts started so far (at most the policy's `max_hedged`).
+  uint32_t hedges = 0;
+  /// Changed only by `enter`.
+  governor_phase phase = governor_phase::idle;
+  after_sleep on_wake = after_sleep::next_round;
+  bool watching = false;
+  /// A chunk went to the caller: no retry or failover from here on.
+  bool committed = false;
 
   static inline const char* name = "sluice.governor";
 
@@ -130,14 +156,42 @@ struct governor_state {
       a.cancel_direct();
   }
 
-  const route_plan& route() const { return *cfg.route; }
+  const route_plan& route() const { return *plan; }
 
-  const policy::call_policy& policy() const { return cfg.route->policy; }
+  const policy::call_policy& policy() const { return plan->policy; }
 
   double uniform() { return rng.uniform(); }
+
+  /// The uncommon parts, made on first use.
+  uncommon_state& more() {
+    if (!extra)
+      extra = std::make_unique<uncommon_state>();
+    return *extra;
+  }
+
+  /// The retry slot of the round or attempt under way, if one is held.
+  bool holds_retry_slot() const { return extra && extra->retry_slot; }
+
+  void drop_retry_slot() {
+    if (extra)
+      extra->retry_slot.reset();
+  }
 };
 
-using governor_actor = caf::stateful_actor<governor_state>;
+/// The governor: a stateful actor built from its config directly (no
+/// spawn-time copy of the config in an init function).
+class governor_actor : public caf::stateful_actor<governor_state> {
+public:
+  governor_actor(caf::actor_config& actor_cfg, governor_config cfg);
+
+  caf::behavior make_behavior() override;
+
+private:
+  /// See `governor_config::start_at_once`.
+  bool start_at_once_ = false;
+};
+
+
 
 void next_round(governor_actor* self);
 void retry_budget_spent(governor_actor* self);
@@ -174,12 +228,15 @@ void finish(governor_actor* self, call_result result) {
     result.stalled = st.clock->stalled(self->clock().now());
     result.productive = st.clock->productive();
   }
-  st.ticket.release(self);
-  st.retry_slot.reset();
-  st.active_call.reset();
-  if (!st.lease.empty())
-    self->send(st.cfg.cluster, lease_release_atom_v, std::move(st.lease));
-  st.delivery->close(std::move(result));
+  if (auto ticket = std::get_if<admission_ticket>(&st.admission))
+    ticket->release(self);
+  if (auto& x = st.extra) {
+    x->retry_slot.reset();
+    x->active_call.reset();
+    if (!x->lease.empty())
+      self->send(st.cluster, lease_release_atom_v, std::move(x->lease));
+  }
+  st.delivery.close(std::move(result));
   self->quit();
 }
 
@@ -187,8 +244,9 @@ void exhausted(governor_actor* self, const char* reason,
                std::optional<duration> retry_in = std::nullopt) {
   auto& st = self->state;
   if (!retry_in)
-    retry_in = exhausted_retry_in(st.policy().poll_interval, st.soonest_retry,
-                                  self->clock().now());
+    retry_in = exhausted_retry_in(
+        st.policy().poll_interval,
+        st.extra ? st.extra->soonest_retry : std::nullopt, self->clock().now());
   // Whatever set it (an upstream's hint, a breaker opened until a hint's
   // instant, a backoff it raised): never more than the node would wait.
   finish(self, exhausted_result(
@@ -247,8 +305,8 @@ void wait_for_source(governor_actor* self) {
   enter(self, governor_phase::waiting);
   auto delay = policy::poll_delay(st.policy().poll_interval, st.uniform());
   // A source out of quota has a token again at a known instant: be there.
-  if (st.next_token) {
-    auto until_token = *st.next_token - self->clock().now();
+  if (st.extra && st.extra->next_token) {
+    auto until_token = *st.extra->next_token - self->clock().now();
     delay = std::max(duration::zero(), std::min(delay, until_token));
   }
   sleep_for(self, delay, after_sleep::next_round);
@@ -303,7 +361,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   auto cur = std::move(*it);
   st.running.erase(it);
   if (st.running.empty())
-    st.retry_slot.reset(); // the retry, if it was one, is over
+    st.drop_retry_slot(); // the retry, if it was one, is over
   auto now = self->clock().now();
   const auto& pol = st.policy();
   const auto& src = st.route().sources[cur.source];
@@ -366,20 +424,23 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   // Hedging: another attempt is still out; its answer decides what next.
   // This failure's hint is kept for the backoff after the last one.
   if (!st.running.empty()) {
+    auto& x = st.more();
     if (reply.retry_after &&
-        (!st.group_hint || *reply.retry_after > *st.group_hint))
-      st.group_hint = reply.retry_after;
-    st.group_rate_limited =
-        st.group_rate_limited || reply.kind == outcome_kind::rate_limited;
+        (!x.group_hint || *reply.retry_after > *x.group_hint))
+      x.group_hint = reply.retry_after;
+    x.group_rate_limited =
+        x.group_rate_limited || reply.kind == outcome_kind::rate_limited;
     return;
   }
-  if (st.group_hint && (!reply.retry_after ||
-                        *st.group_hint > *reply.retry_after))
-    reply.retry_after = st.group_hint;
-  bool rate_limited =
-      reply.kind == outcome_kind::rate_limited || st.group_rate_limited;
-  st.group_hint.reset();
-  st.group_rate_limited = false;
+  bool rate_limited = reply.kind == outcome_kind::rate_limited;
+  if (auto& x = st.extra) {
+    if (x->group_hint &&
+        (!reply.retry_after || *x->group_hint > *reply.retry_after))
+      reply.retry_after = x->group_hint;
+    rate_limited = rate_limited || x->group_rate_limited;
+    x->group_hint.reset();
+    x->group_rate_limited = false;
+  }
   auto delay = policy::backoff_delay(pol.backoff, st.fails, st.uniform(),
                                      reply.retry_after);
   if (st.fails >= pol.max_attempts) {
@@ -434,7 +495,7 @@ void cancel_others(governor_actor* self, uint64_t keep) {
   if (st.running.empty())
     return;
   auto now = self->clock().now();
-  std::vector<running_attempt> kept;
+  running_list kept;
   for (auto& a : st.running) {
     if (a.seq == keep) {
       kept.push_back(std::move(a));
@@ -550,7 +611,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
   auto seq = ++st.attempt_seq;
-  auto request = st.cfg.request;
+  auto request = st.request;
   if (src.model_names && !request.model.empty())
     if (auto i = src.model_names->find(request.model);
         i != src.model_names->end())
@@ -615,16 +676,15 @@ bool stale_hedge(const governor_state& st, uint64_t hedge_for, size_t idx) {
          !is_current(st, hedge_for) || running_at(st, idx);
 }
 
-void try_candidate(governor_actor* self,
-                   std::shared_ptr<const std::vector<size_t>> order, size_t i,
+void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
                    uint64_t hedge_for = 0) {
   bool hedge = hedge_for != 0;
   auto& st = self->state;
   // A source skipped at once (breaker open, tier full, no quota token) is
   // the loop's next turn, not a call: a 1,000-source route was 1,000 stack
   // frames deep. Only the breaker's answer comes back in a new turn.
-  for (; i < order->size(); ++i) {
-    auto idx = (*order)[i];
+  for (; i < order.size(); ++i) {
+    auto idx = order[i];
     const auto& src = st.route().sources[idx];
     if (hedge && running_at(st, idx))
       continue;
@@ -636,9 +696,10 @@ void try_candidate(governor_actor* self,
     // A round after a failed attempt is a retry: once a source could take
     // it, it needs the route budget's slot (a hedge does not).
     if (!hedge && st.route().retry_budget && !st.attempts.empty() &&
-        !st.retry_slot) {
-      st.retry_slot = st.route().retry_budget->try_retry();
-      if (!st.retry_slot) {
+        !st.holds_retry_slot()) {
+      auto& slot = st.more().retry_slot;
+      slot = st.route().retry_budget->try_retry();
+      if (!slot) {
         release_source_permit(self, idx, permit);
         retry_budget_spent(self);
         return;
@@ -652,8 +713,9 @@ void try_candidate(governor_actor* self,
       auto now = self->clock().now();
       if (!src.quota->try_take(now)) {
         auto next = src.quota->next_token(now);
-        if (!st.next_token || next < *st.next_token)
-          st.next_token = next;
+        auto& x = st.more();
+        if (!x.next_token || next < *x.next_token)
+          x.next_token = next;
         release_source_permit(self, idx, permit);
         continue;
       }
@@ -669,9 +731,12 @@ void try_candidate(governor_actor* self,
       start_attempt(self, idx, permit, go, hedge);
       return;
     }
+    // The round goes on with the rest of the order when the breaker
+    // answers: one of the two handlers runs, once, and takes it.
+    auto rest = std::make_shared<std::vector<size_t>>(std::move(order));
     self->request(src.breaker.actor, caf::infinite, allow_atom_v)
         .then(
-            [self, order, i, idx, permit, hedge_for,
+            [self, rest, i, idx, permit, hedge_for,
              hedge](const breaker_verdict& v) {
               auto& st = self->state;
               if (hedge && stale_hedge(st, hedge_for, idx)) {
@@ -685,24 +750,25 @@ void try_candidate(governor_actor* self,
                 start_attempt(self, idx, permit, v, hedge);
                 return;
               }
-              if (!st.soonest_retry || v.retry_at < *st.soonest_retry)
-                st.soonest_retry = v.retry_at;
+              auto& x = st.more();
+              if (!x.soonest_retry || v.retry_at < *x.soonest_retry)
+                x.soonest_retry = v.retry_at;
               release_source_permit(self, idx, permit);
-              try_candidate(self, order, i + 1, hedge_for);
+              try_candidate(self, std::move(*rest), i + 1, hedge_for);
             },
-            [self, order, i, idx, permit, hedge_for](caf::error&) {
+            [self, rest, i, idx, permit, hedge_for](caf::error&) {
               release_source_permit(self, idx, permit);
               if (hedge_for != 0 &&
                   stale_hedge(self->state, hedge_for, idx))
                 return;
-              try_candidate(self, order, i + 1, hedge_for);
+              try_candidate(self, std::move(*rest), i + 1, hedge_for);
             });
     return;
   }
   if (hedge)
     return; // no other source free now: no hedge
   // No attempt this round: a retry slot is not held while waiting.
-  st.retry_slot.reset();
+  st.drop_retry_slot();
   check_stall(self, [self] { wait_for_source(self); });
 }
 
@@ -738,9 +804,7 @@ void hedge(governor_actor* self, uint64_t seq) {
   const auto& route = st.route();
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
-  try_candidate(
-      self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0,
-      seq);
+  try_candidate(self, std::move(order), 0, seq);
 }
 
 // Arms attempt `seq`'s hedge timer, if the kind hedges and may still. A
@@ -763,13 +827,14 @@ void arm_hedge_timer(governor_actor* self, uint64_t seq) {
 void next_round(governor_actor* self) {
   auto& st = self->state;
   enter(self, governor_phase::choosing);
-  st.soonest_retry.reset();
-  st.next_token.reset();
+  if (auto& x = st.extra) {
+    x->soonest_retry.reset();
+    x->next_token.reset();
+  }
   const auto& route = st.route();
   auto order = policy::source_order(route.sources.size(), route.weights,
                                     st.last_failed, st.rng);
-  try_candidate(
-      self, std::make_shared<const std::vector<size_t>>(std::move(order)), 0);
+  try_candidate(self, std::move(order), 0);
 }
 
 // Admitted: the call counts as active on its route's retry budget until it
@@ -777,7 +842,7 @@ void next_round(governor_actor* self) {
 void begin_rounds(governor_actor* self) {
   auto& st = self->state;
   if (st.route().retry_budget)
-    st.active_call = st.route().retry_budget->call_started();
+    st.more().active_call = st.route().retry_budget->call_started();
   next_round(self);
 }
 
@@ -787,18 +852,18 @@ void begin_rounds(governor_actor* self) {
 // backend timeout, fails the call closed.
 void admit_cluster(governor_actor* self) {
   auto& st = self->state;
-  auto deadline = st.ticket.deadline();
+  auto deadline = std::get<admission_ticket>(st.admission).deadline();
   auto limit = deadline - self->clock().now() + st.route().backend_timeout;
-  self->request(st.cfg.cluster, limit, acquire_atom_v, deadline)
+  self->request(st.cluster, limit, acquire_atom_v, deadline)
       .then(
           [self](std::string& lease) {
-            self->state.lease = std::move(lease);
+            self->state.more().lease = std::move(lease);
             begin_rounds(self);
           },
           [self](caf::error& err) {
             auto& st = self->state;
             if (auto tier = busy_tier(err))
-              finish(self, busy_result(tier, st.cfg.wait_timeout));
+              finish(self, busy_result(tier, st.wait_timeout));
             else
               finish(self, backend_error_result(st.policy().poll_interval));
           });
@@ -806,38 +871,57 @@ void admit_cluster(governor_actor* self) {
 
 // -- the behavior -------------------------------------------------------------
 
-caf::behavior governor(governor_actor* self, governor_config cfg) {
+// The call starts (`call_atom`, or the governor's start with
+// `governor_config::start_at_once`): admission, then its rounds.
+caf::result<call_result> start_call(governor_actor* self) {
   auto& st = self->state;
-  st.cfg = std::move(cfg);
-  st.rng.seed(st.cfg.seed);
-  st.delivery = make_call_delivery(self, std::move(st.cfg.on_done),
-                                   std::move(st.cfg.on_chunk));
+  enter(self, governor_phase::admitting);
+  auto reply = st.delivery.open(self);
+  st.clock.emplace(self->clock().now());
+  // `done` replaces the path with the ticket (admit_call is through with
+  // the path by then).
+  const auto& path = std::get<admission_path>(st.admission);
+  admit_call(self, path, st.wait_timeout,
+             [self](caf::expected<admission_ticket> t) {
+               auto& st = self->state;
+               if (!t) {
+                 finish(self,
+                        busy_result(busy_tier(t.error()), st.wait_timeout));
+                 return;
+               }
+               st.admission = std::move(*t);
+               if (st.cluster)
+                 admit_cluster(self);
+               else
+                 begin_rounds(self);
+             });
+  return reply;
+}
+
+governor_actor::governor_actor(caf::actor_config& actor_cfg,
+                               governor_config cfg)
+    : caf::stateful_actor<governor_state>(actor_cfg) {
+  auto& st = state;
+  st.request = std::move(cfg.request);
+  st.plan = std::move(cfg.route);
+  st.cluster = std::move(cfg.cluster);
+  st.wait_timeout = cfg.wait_timeout;
+  st.admission = std::move(cfg.admission);
+  st.rng.seed(cfg.seed);
+  start_at_once_ = cfg.start_at_once && cfg.on_done;
+  st.delivery.start(this, std::move(cfg.on_done), std::move(cfg.on_chunk));
+}
+
+caf::behavior governor_actor::make_behavior() {
+  auto self = this;
   // Attempt runners are linked to us; their exits (normal, or the kill we
   // send on a timeout) must not take us down.
   self->set_exit_handler([](caf::exit_msg&) {});
-  return {
+  caf::behavior behavior{
       [self](call_atom) -> caf::result<call_result> {
-        auto& st = self->state;
-        if (st.phase != governor_phase::idle)
+        if (self->state.phase != governor_phase::idle)
           return caf::sec::invalid_argument; // one call per governor
-        enter(self, governor_phase::admitting);
-        auto reply = st.delivery->open(self);
-        st.clock.emplace(self->clock().now());
-        admit(self, st.cfg.admission, st.cfg.wait_timeout,
-              [self](caf::expected<admission_ticket> t) {
-                auto& st = self->state;
-                if (!t) {
-                  finish(self, busy_result(busy_tier(t.error()),
-                                           st.cfg.wait_timeout));
-                  return;
-                }
-                st.ticket = std::move(*t);
-                if (st.cfg.cluster)
-                  admit_cluster(self);
-                else
-                  begin_rounds(self);
-              });
-        return reply;
+        return start_call(self);
       },
       [self](resume_atom, uint64_t seq) {
         auto& st = self->state;
@@ -872,9 +956,9 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
           // retry that streams is no longer one in the budget's sense.
           st.committed = true;
           cancel_others(self, tag);
-          st.retry_slot.reset();
+          st.drop_retry_slot();
         }
-        st.delivery->chunk(self, std::move(bytes));
+        st.delivery.chunk(self, std::move(bytes));
       },
       // Our own TTFT and hedge timers: never answered.
       [](first_byte_atom, uint64_t) { return caf::delegated<void>{}; },
@@ -888,6 +972,13 @@ caf::behavior governor(governor_actor* self, governor_config cfg) {
             static_cast<uint32_t>(st.attempts.size()), st.phase};
       },
   };
+  if (!start_at_once_)
+    return behavior;
+  // Become it first: a call that ends at once (quit) must find it set, not
+  // have it set after its end.
+  become(std::move(behavior));
+  start_call(this);
+  return {};
 }
 
 } // namespace
@@ -898,7 +989,7 @@ duration progress_interval(const policy::call_policy& policy) {
 }
 
 caf::actor spawn_governor(caf::actor_system& sys, governor_config cfg) {
-  return sys.spawn(governor, std::move(cfg));
+  return sys.spawn<governor_actor>(std::move(cfg));
 }
 
 } // namespace sluice

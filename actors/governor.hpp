@@ -66,10 +66,14 @@ struct governor_config {
   /// Callback form (no requester actor): called once, on the governor's
   /// thread, with the result -- or with `call_status::cancelled` if the
   /// governor terminates without one. Start such a governor with an
-  /// anonymous `call_atom`.
+  /// anonymous `call_atom`, or spawn it with `start_at_once`.
   std::function<void(call_result)> on_done;
   /// With `on_done`: each piece of a streamed answer, before the result.
   std::function<void(std::string)> on_chunk;
+  /// With `on_done`: the governor starts the call itself as it starts, as
+  /// if sent an anonymous `call_atom` first (one message less per call; a
+  /// `call_atom` sent anyway is refused).
+  bool start_at_once = false;
   /// The global tier across nodes (see actors/cluster_tier.hpp), asked
   /// after the local tiers under the same admission deadline; null: none.
   caf::actor cluster;

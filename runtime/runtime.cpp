@@ -862,11 +862,11 @@ runtime::make_governor_config(call_request request, const call_options& options,
 call_handle runtime::call(call_request request,
                           std::function<void(call_result)> done,
                           const call_options& options) {
-  // The governor calls back itself: no waiting actor per call.
-  auto gov = spawn_governor(
-      sys_, make_governor_config(std::move(request), options, std::move(done)));
-  caf::anon_send(gov, call_atom_v);
-  return call_handle{gov};
+  // The governor calls back itself: no waiting actor per call, and no
+  // `call_atom` to start it.
+  auto cfg = make_governor_config(std::move(request), options, std::move(done));
+  cfg.start_at_once = true;
+  return call_handle{spawn_governor(sys_, std::move(cfg))};
 }
 
 std::future<call_result> runtime::call(call_request request,

@@ -41,7 +41,7 @@ public:
   duration productive() const noexcept { return productive_; }
 
   /// Whether an attempt is in progress.
-  bool attempting() const noexcept { return !open_.empty(); }
+  bool attempting() const noexcept { return first_open_.first != 0; }
 
   /// Marks the start of a real attempt; returns its id for `end_attempt`.
   attempt_id begin_attempt(time_point now);
@@ -52,16 +52,25 @@ public:
   void end_attempt(attempt_id id, time_point now, bool refund);
 
 private:
+  using open_attempt = std::pair<attempt_id, time_point>;
+
   /// How much of [from, to] the finished productive intervals cover.
   duration covered(time_point from, time_point to) const noexcept;
+
+  /// When the earliest attempt in progress began (one must be).
+  time_point earliest_open() const noexcept;
 
   time_point entered_at_;
   duration productive_{};
   /// Finished productive intervals an open attempt may still overlap:
   /// sorted, disjoint (empty unless attempts overlap).
   std::vector<std::pair<time_point, time_point>> done_;
-  /// Attempts in progress and when each began.
-  std::vector<std::pair<attempt_id, time_point>> open_;
+  /// Attempts in progress and when each began: the first in place (id 0:
+  /// none), the others -- only while hedging -- in `more_open_`, so a call
+  /// allocates nothing per attempt. `more_open_` is empty unless
+  /// `first_open_` is set.
+  open_attempt first_open_{};
+  std::vector<open_attempt> more_open_;
   attempt_id next_id_ = 1;
 };
 

@@ -38,8 +38,8 @@ caf::behavior delivering(caf::event_based_actor* self,
     on_done = [out](call_result r) { out->done.push_back(std::move(r)); };
     on_chunk = [out](std::string b) { out->chunks.push_back(std::move(b)); };
   }
-  auto delivery = std::shared_ptr<call_delivery>(
-      make_call_delivery(self, std::move(on_done), std::move(on_chunk)));
+  auto delivery = std::make_shared<call_delivery>();
+  delivery->start(self, std::move(on_done), std::move(on_chunk));
   return {
       [self, delivery](call_atom) { return delivery->open(self); },
       [self, delivery](stream_chunk_atom, std::string& bytes) {

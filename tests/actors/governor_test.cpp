@@ -582,3 +582,51 @@ TEST_CASE_METHOD(governor_fixture,
   REQUIRE(c.done());
   CHECK(c.result().ok());
 }
+
+TEST_CASE_METHOD(governor_fixture,
+                 "start_at_once: a callback-form governor starts its call "
+                 "without call_atom, and one sent anyway starts nothing") {
+  make_route({src("a", answering(2s))}, quick_policy());
+  auto result = std::make_shared<std::optional<call_result>>();
+  governor_config cfg;
+  cfg.request.route = "test";
+  cfg.admission = fresh_path();
+  cfg.route = route;
+  cfg.on_done = [result](call_result r) { *result = std::move(r); };
+  cfg.start_at_once = true;
+  auto gov = spawn_governor(sys, std::move(cfg));
+  run();
+  CHECK(stats(0).attempts == 1); // under way, with no message sent to it
+  // One call per governor: a call_atom now starts nothing.
+  caf::anon_send(gov, call_atom_v);
+  run();
+  CHECK(stats(0).attempts == 1);
+  advance(2s);
+  REQUIRE(result->has_value());
+  CHECK((*result)->ok());
+  CHECK(stats(0).attempts == 1);
+}
+
+TEST_CASE_METHOD(governor_fixture,
+                 "start_at_once: killed before its result, it reports "
+                 "cancelled and gives back its permits") {
+  make_route({src("a", answering(60s))}, quick_policy());
+  auto result = std::make_shared<std::optional<call_result>>();
+  auto path = fresh_path();
+  governor_config cfg;
+  cfg.request.route = "test";
+  cfg.admission = path;
+  cfg.route = route;
+  cfg.on_done = [result](call_result r) { *result = std::move(r); };
+  cfg.start_at_once = true;
+  auto gov = spawn_governor(sys, std::move(cfg));
+  run();
+  CHECK(path.session.status().in_use == 1);
+  caf::anon_send_exit(gov, caf::exit_reason::kill);
+  gov = nullptr;
+  run();
+  REQUIRE(result->has_value());
+  CHECK((*result)->status == call_status::cancelled);
+  CHECK(path.session.status().in_use == 0);
+  CHECK(path.global.status().in_use == 0);
+}

@@ -3,6 +3,7 @@
 
 #include "sluice/runtime/policy/stall_clock.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,10 @@ using namespace sluice::policy;
 using sluice::duration;
 using sluice::time_point;
 using sluice::testing::t0;
+
+namespace {
+using attempt_ids = stall_clock::attempt_id[3];
+} // namespace
 
 TEST_CASE("stall clock: productive attempt time never counts as stalled") {
   stall_clock c{t0};
@@ -86,6 +91,33 @@ TEST_CASE("stall clock: a refunded 429 beside a productive attempt refunds "
   d.end_attempt(y, t0 + 9s, false);
   d.end_attempt(12345, t0 + 9s, false);
   CHECK(d.productive() == 4s);
+}
+
+TEST_CASE("stall clock: three attempts open at once, ending in any order") {
+  // The first attempt is kept apart from the others (hedges): each order of
+  // ending must give the same union [0, 9].
+  for (int order = 0; order < 6; ++order) {
+    stall_clock c{t0};
+    attempt_ids ids{c.begin_attempt(t0), c.begin_attempt(t0 + 1s),
+                    c.begin_attempt(t0 + 2s)};
+    const time_point ends[] = {t0 + 7s, t0 + 8s, t0 + 9s};
+    int perm[3] = {0, 1, 2};
+    for (int k = 0; k < order; ++k)
+      std::next_permutation(perm, perm + 3);
+    for (int k = 0; k < 3; ++k) {
+      CHECK(c.attempting());
+      CHECK(c.stalled(ends[k]) == 0s);
+      c.end_attempt(ids[perm[k]], ends[k], false);
+    }
+    CHECK_FALSE(c.attempting());
+    CHECK(c.productive() == 9s);
+    CHECK(c.stalled(t0 + 10s) == 1s);
+    // A new attempt after all ended is the first again.
+    auto again = c.begin_attempt(t0 + 10s);
+    CHECK(c.attempting());
+    c.end_attempt(again, t0 + 12s, false);
+    CHECK(c.productive() == 11s);
+  }
 }
 
 TEST_CASE("stall verdict: the four quadrants") {
