@@ -21,7 +21,8 @@ public:
 
   /// Starts `req` (its `timeout` set) on the calling thread's loop and
   /// returns the attempt's id (never 0); `done` is called at most once, on
-  /// that loop, with the answer (`transient` if the source stops first
+  /// that loop (possibly before `start` returns, when the exchange fails
+  /// at once), with the answer (`transient` if the source stops first
   /// while its loop runs). An answer already on its way when the caller
   /// cancels may still come: the caller tells it by its own sequence
   /// number. Returns 0, leaving `req` as it was, when the attempt cannot

@@ -169,14 +169,27 @@ public:
   /// there. `done` may be called before this returns.
   void start(uint64_t id, call_request req, done_fn done) {
     if (on_loop())
-      return start_here(id, std::move(req), std::move(done));
+      return start_here(id, std::move(req), done);
     net::post(ioc_, [self = shared_from_this(), id, req = std::move(req),
                      done = std::move(done)]() mutable {
-      self->start_here(id, std::move(req), std::move(done));
+      try {
+        self->start_here(id, std::move(req), done);
+      } catch (...) {
+        // No memory for the exchange: the attempt fails now rather than
+        // at its deadline.
+        try {
+          if (done)
+            done(upstream::failure_reply(policy::outcome_kind::transient, 0,
+                                         "the source could not start it"));
+        } catch (...) {
+          // its requester's own deadline answers it
+        }
+      }
     });
   }
 
-  void start_here(uint64_t id, call_request req, done_fn done) {
+  /// `done` is taken once the exchange is made (a throw leaves it).
+  void start_here(uint64_t id, call_request req, done_fn& done) {
     auto ex = std::make_shared<exchange>();
     ex->id = id;
     ex->done = std::move(done);
@@ -302,8 +315,11 @@ private:
   // source serves one route, or a few).
   const std::string& target_of(const std::string& route) {
     if (route != target_route_ || target_.empty()) {
-      target_ = upstream_target(url_.prefix, route);
-      target_route_ = route;
+      // Both or neither (a throw leaves the cache as it was).
+      auto target = upstream_target(url_.prefix, route);
+      auto copy = route;
+      target_.swap(target);
+      target_route_.swap(copy);
     }
     return target_;
   }

@@ -218,7 +218,8 @@ public:
     auto id = new_id(*lane);
     ++stats_->attempts;
     ++stats_->direct_attempts;
-    // Only the post can throw (no memory): the caller answers it.
+    // Only making the exchange, or its post, can throw (no memory): the
+    // caller answers it.
     engine->start(id, std::move(req), std::move(done));
     return id;
   }

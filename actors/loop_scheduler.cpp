@@ -302,6 +302,11 @@ private:
       break;
     }
     stopped_cv_.notify_all();
+    // Queued again now that the drain is over: a drain is posted for them
+    // (or they are released, the loop stopped).
+    for (auto* job : yielded_)
+      exec_later(job);
+    yielded_.clear();
     if (wake) {
       try {
         net::post(ioc_, [keep = keep_alive(), this] { drain(); });
@@ -316,7 +321,13 @@ private:
   void run(caf::resumable* job) {
     switch (job->resume(this, max_throughput_)) {
       case caf::resumable::resume_later:
-        exec_later(job); // keeps its reference
+        // It used its share of messages: it waits for the next drain,
+        // behind the sockets' handlers, not for this drain's next pass.
+        try {
+          yielded_.push_back(job); // keeps its reference
+        } catch (...) {
+          exec_later(job); // no memory: the next pass takes it
+        }
         break;
       case caf::resumable::done:
       case caf::resumable::awaiting_message:
@@ -392,6 +403,8 @@ private:
   std::mutex mx_;
   std::vector<caf::resumable*> jobs_;
   std::vector<caf::resumable*> batch_;
+  /// Jobs of the running drain that used their share (`run`).
+  std::vector<caf::resumable*> yielded_;
   bool drain_posted_ = false;
   std::shared_ptr<loop_life> life_ = std::make_shared<loop_life>();
   bool stopped_ = false;

@@ -493,8 +493,15 @@ void connection::write(response res, then next) {
     set_cors_headers(res, cors_origin_);
   log_access(res.result_int());
   auto keep = res.keep_alive();
-  if (!res.has_content_length())
+  auto code = res.result_int();
+  if (code / 100 == 1 || code == 204) {
+    // No body, and no Content-Length either (RFC 9110 §8.6: a server
+    // must not send one with them).
+    res.body().clear();
+    res.content_length(boost::none);
+  } else if (!res.has_content_length()) {
     res.prepare_payload(); // every answer here has its length: one more
+  }
   // The head as one string (a pooled one) and the body as it is: one
   // gathered write of two buffers. First without waiting: a socket with
   // room in its send buffer (the usual case) takes the whole answer now,

@@ -271,6 +271,28 @@ TEST_CASE("the actors a handler's turn wakes on its loop run as the turn "
   caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
 }
 
+TEST_CASE("a busy actor that used its share waits behind the loop's "
+          "handlers, not for the drain's next pass") {
+  loops_fixture f{1};
+  f.sys->await_actors_before_shutdown(false);
+  auto& loop = f.scheduler().loop(0);
+  std::atomic<int> turns{0};
+  auto spin = f.sys->spawn(spinner, &turns);
+  // Between two handlers posted one after the other, at most one drain
+  // runs, and in it the spinner at most one share of messages.
+  for (int i = 0; i < 5; ++i) {
+    std::promise<int> gap;
+    boost::asio::post(loop, [&] {
+      int before = turns.load();
+      boost::asio::post(loop, [&, before] { gap.set_value(turns - before); });
+    });
+    auto result = gap.get_future();
+    REQUIRE(result.wait_for(10s) == std::future_status::ready);
+    CHECK(result.get() <= static_cast<int>(default_loop_throughput));
+  }
+  caf::anon_send_exit(spin, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("an actor that set no timeout ends without waking the clock, one "
           "that did has its timeout cancelled") {
   loops_fixture f{2};

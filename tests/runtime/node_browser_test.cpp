@@ -137,6 +137,7 @@ TEST_CASE("browser: allowed origins and hosts - preflight 204 with the CORS "
                             "authorization,content-type,x-stainless-os"}});
   CHECK(pre.status == 204);
   CHECK(pre.body.empty());
+  CHECK(pre.header("content-length").empty()); // RFC 9110 §8.6
   CHECK(pre.header("access-control-allow-origin") == app);
   CHECK(pre.header("access-control-allow-methods") == "GET, POST, OPTIONS");
   auto allowed = pre.header("access-control-allow-headers");
