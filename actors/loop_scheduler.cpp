@@ -109,14 +109,8 @@ public:
       caf::scheduler::abstract_coordinator::cleanup_and_release(job);
       return;
     }
-    if (wake) {
-      try {
-        net::post(ioc_, [keep = keep_alive(), this] { drain(); });
-      } catch (...) {
-        std::lock_guard<std::mutex> guard{mx_};
-        drain_posted_ = false; // the next job posts again
-      }
-    }
+    if (wake)
+      post_drain();
   }
 
   void start() {
@@ -307,13 +301,18 @@ private:
     for (auto* job : yielded_)
       exec_later(job);
     yielded_.clear();
-    if (wake) {
-      try {
-        net::post(ioc_, [keep = keep_alive(), this] { drain(); });
-      } catch (...) {
-        std::lock_guard<std::mutex> guard{mx_};
-        drain_posted_ = false; // the next job posts again
-      }
+    if (wake)
+      post_drain();
+  }
+
+  // Posts the drain its caller marked posted (`drain_posted_`); should the
+  // post fail (no memory), the next job posts again.
+  void post_drain() noexcept {
+    try {
+      net::post(ioc_, [keep = keep_alive(), this] { drain(); });
+    } catch (...) {
+      std::lock_guard<std::mutex> guard{mx_};
+      drain_posted_ = false;
     }
   }
 
