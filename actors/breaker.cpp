@@ -9,7 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "sluice/actors/back_to_actor.hpp"
+#include "sluice/actors/loops/back_to_actor.hpp"
 #include "sluice/messages/atoms.hpp"
 
 namespace sluice {

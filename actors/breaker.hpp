@@ -6,8 +6,8 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "sluice/runtime/policy/breaker_mirror.hpp"
-#include "sluice/runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/breaker/breaker_mirror.hpp"
+#include "sluice/runtime/policy/breaker/breaker_policy.hpp"
 #include "sluice/actors/ejections.hpp"
 
 namespace sluice {

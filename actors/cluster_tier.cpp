@@ -13,12 +13,12 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "sluice/actors/back_to_actor.hpp"
+#include "sluice/actors/loops/back_to_actor.hpp"
 #include "sluice/messages/admission.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
-#include "sluice/runtime/policy/waiter_queue.hpp"
+#include "sluice/runtime/policy/admission/waiter_queue.hpp"
 
 namespace sluice {
 

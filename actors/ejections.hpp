@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "sluice/runtime/policy/ejection.hpp"
+#include "sluice/runtime/policy/breaker/ejection.hpp"
 
 namespace sluice {
 

@@ -20,11 +20,11 @@
 #include "sluice/actors/payload.hpp"
 #include "sluice/actors/permit.hpp"
 #include "sluice/messages/atoms.hpp"
-#include "sluice/runtime/policy/governor_phase.hpp"
-#include "sluice/runtime/policy/http_outcome.hpp"
+#include "sluice/runtime/policy/call/governor_phase.hpp"
+#include "sluice/runtime/policy/source/http_outcome.hpp"
 #include "sluice/runtime/policy/rng.hpp"
-#include "sluice/runtime/policy/source_order.hpp"
-#include "sluice/runtime/policy/stall_clock.hpp"
+#include "sluice/runtime/policy/call/source_order.hpp"
+#include "sluice/runtime/policy/call/stall_clock.hpp"
 
 namespace sluice {
 

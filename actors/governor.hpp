@@ -13,8 +13,8 @@
 #include "sluice/actors/admission.hpp"
 #include "sluice/actors/source_gate.hpp"
 #include "sluice/messages/call.hpp"
-#include "sluice/runtime/policy/call_policy.hpp"
-#include "sluice/runtime/policy/retry_budget.hpp"
+#include "sluice/runtime/policy/call/call_policy.hpp"
+#include "sluice/runtime/policy/call/retry_budget.hpp"
 
 namespace sluice {
 

@@ -16,13 +16,13 @@
 #include <caf/stateful_actor.hpp>
 
 #include "sluice/actors/attempt_book.hpp"
-#include "sluice/actors/http_client.hpp"
-#include "sluice/actors/io_thread.hpp"
-#include "sluice/actors/io_time.hpp"
+#include "sluice/actors/upstream/http_client.hpp"
+#include "sluice/actors/loops/io_thread.hpp"
+#include "sluice/actors/loops/io_time.hpp"
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
-#include "sluice/actors/upstream_connection.hpp"
-#include "sluice/actors/upstream_request.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
+#include "sluice/actors/upstream/connection.hpp"
+#include "sluice/actors/upstream/request.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice {

@@ -14,7 +14,7 @@
 
 #include "sluice/actors/direct_attempts.hpp"
 #include "sluice/messages/source.hpp"
-#include "sluice/runtime/policy/http_outcome.hpp"
+#include "sluice/runtime/policy/source/http_outcome.hpp"
 
 namespace sluice {
 

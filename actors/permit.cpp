@@ -6,7 +6,7 @@
 #include <caf/send.hpp>
 
 #include "sluice/messages/atoms.hpp"
-#include "sluice/runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/admission/tier_counter.hpp"
 
 namespace sluice {
 

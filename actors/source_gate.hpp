@@ -12,9 +12,9 @@
 #include "sluice/actors/breaker.hpp"
 #include "sluice/actors/direct_attempts.hpp"
 #include "sluice/messages/source.hpp"
-#include "sluice/runtime/policy/aimd.hpp"
-#include "sluice/runtime/policy/tier_counter.hpp"
-#include "sluice/runtime/policy/token_bucket.hpp"
+#include "sluice/runtime/policy/source/aimd.hpp"
+#include "sluice/runtime/policy/admission/tier_counter.hpp"
+#include "sluice/runtime/policy/source/token_bucket.hpp"
 
 namespace sluice {
 

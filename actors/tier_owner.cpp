@@ -10,7 +10,7 @@
 
 #include "sluice/actors/permit.hpp"
 #include "sluice/messages/atoms.hpp"
-#include "sluice/runtime/policy/waiter_queue.hpp"
+#include "sluice/runtime/policy/admission/waiter_queue.hpp"
 
 namespace sluice {
 

@@ -7,7 +7,7 @@
 #include <caf/fwd.hpp>
 
 #include "sluice/messages/admission.hpp"
-#include "sluice/runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/admission/tier_counter.hpp"
 
 namespace sluice {
 

@@ -36,7 +36,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/runtime.hpp"
 

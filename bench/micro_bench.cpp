@@ -9,12 +9,12 @@
 
 #include <benchmark/benchmark.h>
 
-#include "sluice/runtime/policy/aimd.hpp"
-#include "sluice/runtime/policy/backoff.hpp"
-#include "sluice/runtime/policy/breaker_mirror.hpp"
-#include "sluice/runtime/policy/breaker_policy.hpp"
-#include "sluice/runtime/policy/stall_clock.hpp"
-#include "sluice/runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/source/aimd.hpp"
+#include "sluice/runtime/policy/call/backoff.hpp"
+#include "sluice/runtime/policy/breaker/breaker_mirror.hpp"
+#include "sluice/runtime/policy/breaker/breaker_policy.hpp"
+#include "sluice/runtime/policy/call/stall_clock.hpp"
+#include "sluice/runtime/policy/admission/tier_counter.hpp"
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include <functional>
 #include <sys/resource.h>
 
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/remote_source.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/runtime/http_front.hpp"
 #include "sluice/actors/log.hpp"
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "sluice/actors/upstream_response.hpp"
+#include "sluice/actors/upstream/response.hpp"
 
 namespace {
 

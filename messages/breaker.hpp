@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "sluice/runtime/policy/breaker_policy.hpp"
+#include "sluice/runtime/policy/breaker/breaker_policy.hpp"
 #include "sluice/runtime/policy/outcome.hpp"
 #include "sluice/runtime/policy/time.hpp"
 

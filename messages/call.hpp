@@ -12,7 +12,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "sluice/messages/admission.hpp"
-#include "sluice/runtime/policy/governor_phase.hpp"
+#include "sluice/runtime/policy/call/governor_phase.hpp"
 #include "sluice/runtime/policy/outcome.hpp"
 #include "sluice/runtime/policy/time.hpp"
 

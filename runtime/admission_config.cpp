@@ -4,7 +4,7 @@
 #include <string>
 
 #include "sluice/runtime/policy/field_error.hpp"
-#include "sluice/runtime/policy/tier_counter.hpp"
+#include "sluice/runtime/policy/admission/tier_counter.hpp"
 
 namespace sluice {
 

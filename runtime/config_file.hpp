@@ -58,7 +58,7 @@ struct node_settings {
   /// Where actors and connections run. "loops" (the default): `loops`
   /// event loops, each one thread running its connections, the actors
   /// their requests wake and the upstream connections of their calls
-  /// (actors/loop_scheduler.hpp; SPEC §9). "sharing" or "stealing": CAF's
+  /// (actors/loops/loop_scheduler.hpp; SPEC §9). "sharing" or "stealing": CAF's
   /// scheduler with that policy on `actor_threads` workers, and the HTTP
   /// front on two threads of its own (each request then crosses threads).
   std::string scheduler = "loops";

@@ -12,7 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 
-#include "sluice/actors/tcp_options.hpp"
+#include "sluice/actors/wire/tcp_options.hpp"
 #include "sluice/actors/http_source.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 

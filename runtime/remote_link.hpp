@@ -2,7 +2,7 @@
 
 // The transport of sources in other processes (runtime/remote_source.hpp):
 // framed messages (runtime/remote_wire.hpp) over mutually authenticated
-// TLS, on an Asio loop of the source's own (actors/io_thread.hpp). Both
+// TLS, on an Asio loop of the source's own (actors/loops/io_thread.hpp). Both
 // sides use it: the node dials (`dial`), the served side accepts; either
 // way a `link` carries frames once the handshake has verified the peer's
 // certificate against the configured CA.
@@ -25,8 +25,8 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "sluice/actors/loop_guard.hpp"
-#include "sluice/actors/upstream_connection.hpp"
+#include "sluice/actors/loops/loop_guard.hpp"
+#include "sluice/actors/upstream/connection.hpp"
 #include "sluice/runtime/policy/time.hpp"
 #include "sluice/runtime/remote_wire.hpp"
 

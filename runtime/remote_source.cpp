@@ -12,10 +12,10 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 
-#include "sluice/actors/tcp_options.hpp"
-#include "sluice/actors/io_thread.hpp"
+#include "sluice/actors/wire/tcp_options.hpp"
+#include "sluice/actors/loops/io_thread.hpp"
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/remote_link.hpp"

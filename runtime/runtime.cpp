@@ -15,8 +15,8 @@
 
 #include "sluice/actors/cluster_tier.hpp"
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/loop_guard.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_guard.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/actors/scope_backend.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/config_error.hpp"

@@ -24,7 +24,7 @@
 #include "sluice/runtime/admission_config.hpp"
 #include "sluice/runtime/admission_tiers.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
-#include "sluice/runtime/policy/session_cache.hpp"
+#include "sluice/runtime/policy/admission/session_cache.hpp"
 #include "sluice/runtime/redis/config.hpp"
 
 namespace sluice {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "sluice/runtime/config/sections.hpp"
-#include "sluice/runtime/policy/ejection.hpp"
+#include "sluice/runtime/policy/breaker/ejection.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 #include "sluice/runtime/route_rules.hpp"
 

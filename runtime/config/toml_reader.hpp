@@ -22,7 +22,7 @@
 #include <toml++/toml.h>
 
 #include "sluice/runtime/config_error.hpp"
-#include "sluice/runtime/policy/backoff.hpp"
+#include "sluice/runtime/policy/call/backoff.hpp"
 #include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::config {

@@ -16,7 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/loop_guard.hpp"
+#include "sluice/actors/loops/loop_guard.hpp"
 #include "sluice/runtime/node/responses.hpp"
 
 namespace sluice::node {

@@ -15,11 +15,11 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "sluice/actors/block_allocator.hpp"
+#include "sluice/actors/wire/block_allocator.hpp"
 #include "sluice/actors/tier_owner.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/policy/time.hpp"
-#include "sluice/runtime/policy/token_bucket.hpp"
+#include "sluice/runtime/policy/source/token_bucket.hpp"
 
 namespace sluice {
 class admission_tiers;

@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "sluice/actors/http_head.hpp"
+#include "sluice/actors/wire/http_head.hpp"
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/piece_pool.hpp"
+#include "sluice/actors/wire/piece_pool.hpp"
 #include "sluice/runtime/node/endpoint.hpp"
 #include "sluice/runtime/node/request_access.hpp"
 #include "sluice/runtime/node/router.hpp"

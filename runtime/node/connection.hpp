@@ -29,9 +29,9 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
-#include "sluice/actors/block_allocator.hpp"
-#include "sluice/actors/handler_memory.hpp"
-#include "sluice/actors/loop_guard.hpp"
+#include "sluice/actors/wire/block_allocator.hpp"
+#include "sluice/actors/wire/handler_memory.hpp"
+#include "sluice/actors/loops/loop_guard.hpp"
 #include "sluice/runtime/node/front_state.hpp"
 #include "sluice/runtime/node/responses.hpp"
 #include "sluice/runtime/node/sse_stream.hpp"

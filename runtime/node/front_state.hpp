@@ -30,7 +30,7 @@
 #include "sluice/runtime/node/event_hub.hpp"
 #include "sluice/runtime/node/metrics.hpp"
 #include "sluice/runtime/node/model_list.hpp"
-#include "sluice/runtime/policy/connection_cap.hpp"
+#include "sluice/runtime/policy/admission/connection_cap.hpp"
 #include "sluice/runtime/runtime.hpp"
 
 namespace sluice::node {

@@ -16,7 +16,7 @@
 #include <boost/beast/http/fields.hpp>
 #include <boost/beast/http/verb.hpp>
 
-#include "sluice/actors/block_allocator.hpp"
+#include "sluice/actors/wire/block_allocator.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
 
 namespace sluice::node {

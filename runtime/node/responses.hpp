@@ -14,7 +14,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
-#include "sluice/actors/block_allocator.hpp"
+#include "sluice/actors/wire/block_allocator.hpp"
 #include "sluice/messages/call.hpp"
 #include "sluice/messages/errors.hpp"
 

@@ -12,7 +12,7 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "sluice/actors/block_allocator.hpp"
+#include "sluice/actors/wire/block_allocator.hpp"
 
 namespace sluice::node {
 

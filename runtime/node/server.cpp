@@ -2,7 +2,7 @@
 // and its back-off when descriptors run out), the I/O threads, the /events
 // relay and pings, and the graceful stop. `http_front` is its facade.
 
-#include "sluice/actors/tcp_options.hpp"
+#include "sluice/actors/wire/tcp_options.hpp"
 #include "sluice/runtime/http_front.hpp"
 
 #include <cerrno>
@@ -19,10 +19,10 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "sluice/actors/io_thread.hpp"
+#include "sluice/actors/loops/io_thread.hpp"
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
-#include "sluice/actors/system_hold.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
+#include "sluice/actors/loops/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/breaker.hpp"
 #include "sluice/runtime/config_error.hpp"

@@ -8,8 +8,8 @@
 #include <atomic>
 #include <string_view>
 
-#include "sluice/actors/http_head.hpp"
-#include "sluice/actors/piece_pool.hpp"
+#include "sluice/actors/wire/http_head.hpp"
+#include "sluice/actors/wire/piece_pool.hpp"
 #include "sluice/runtime/node/request_access.hpp"
 
 namespace sluice::node {

@@ -32,7 +32,7 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 
-#include "sluice/actors/handler_memory.hpp"
+#include "sluice/actors/wire/handler_memory.hpp"
 
 namespace sluice::node {
 

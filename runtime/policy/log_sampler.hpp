@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "sluice/runtime/policy/time.hpp"
-#include "sluice/runtime/policy/token_bucket.hpp"
+#include "sluice/runtime/policy/source/token_bucket.hpp"
 
 namespace sluice::policy {
 

@@ -14,8 +14,8 @@
 #include <sys/time.h>
 
 #include "sluice/actors/log.hpp"
-#include "sluice/actors/loop_guard.hpp"
-#include "sluice/actors/system_hold.hpp"
+#include "sluice/actors/loops/loop_guard.hpp"
+#include "sluice/actors/loops/system_hold.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice {

@@ -11,7 +11,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "sluice/actors/back_to_actor.hpp"
+#include "sluice/actors/loops/back_to_actor.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/redis/client.hpp"

@@ -1,6 +1,6 @@
 #include "sluice/runtime/redis/subscriber.hpp"
 
-#include "sluice/actors/system_hold.hpp"
+#include "sluice/actors/loops/system_hold.hpp"
 
 namespace sluice {
 

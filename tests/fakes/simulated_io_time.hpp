@@ -14,7 +14,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "sluice/actors/io_time.hpp"
+#include "sluice/actors/loops/io_time.hpp"
 
 namespace sluice::testing {
 

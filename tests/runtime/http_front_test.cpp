@@ -2,7 +2,7 @@
 // scheduler: routes, JSON errors with the right statuses, tool_busy with
 // Retry-After, and a client disconnect cancelling its call.
 
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/runtime/http_front.hpp"
 
 #include <chrono>

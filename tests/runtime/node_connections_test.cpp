@@ -26,7 +26,7 @@
 #include "node_fixture.hpp"
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/node/access_log.hpp"
-#include "sluice/runtime/policy/connection_cap.hpp"
+#include "sluice/runtime/policy/admission/connection_cap.hpp"
 #include "sluice/runtime/policy/log_sampler.hpp"
 
 using namespace std::chrono_literals;

@@ -29,7 +29,7 @@
 #include "child_process.hpp"
 #include "fakes/script_upstream.hpp"
 #include "loopback_http.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"

@@ -22,8 +22,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "sluice/actors/io_thread.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/io_thread.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"

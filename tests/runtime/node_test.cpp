@@ -22,7 +22,7 @@
 
 #include "fakes/tls_upstream.hpp"
 #include "loopback_http.hpp"
-#include "sluice/actors/loop_scheduler.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
