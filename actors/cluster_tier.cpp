@@ -126,14 +126,7 @@ void fail_all(cluster_actor* self, const std::string& why) {
 // cluster is not full.
 void expire(cluster_actor* self) {
   auto& st = self->state;
-  auto now = self->clock().now();
-  std::vector<waiters::waiter_id> ids;
-  st.queue.for_each([&](auto id, auto& w) {
-    if (deadline_passed(w.deadline, now))
-      ids.push_back(id);
-  });
-  for (auto id : ids) {
-    auto w = st.queue.take(id);
+  for (auto& [id, w] : st.queue.take_expired(self->clock().now())) {
     if (!st.store->down()) {
       w.payload.promise.deliver(tool_busy(tier_kind::global));
     } else {
@@ -155,7 +148,7 @@ void arm_poll(cluster_actor* self) {
   auto at = now + st.cfg.poll;
   if (st.retry_at && *st.retry_at > now)
     at = std::min(at, *st.retry_at);
-  st.queue.for_each([&](auto, auto& w) { at = std::min(at, w.deadline); });
+  at = std::min(at, *st.queue.earliest_deadline());
   if (st.polling && st.poll_at <= at)
     return;
   st.polling = true;

@@ -35,6 +35,11 @@ struct tier_state {
   waiters queue;
   // Queued waiters by holder, to drop them all when a holder terminates.
   std::unordered_multimap<caf::actor_id, waiters::waiter_id> by_holder;
+  // The one expiry timer: armed for `expiry_at` (the queue's earliest
+  // deadline), numbered so that a replaced timer finds nothing to do.
+  bool expiry_armed = false;
+  time_point expiry_at{};
+  uint64_t expiry_seq = 0;
 
   static inline const char* name = "sluice.tier";
 };
@@ -61,11 +66,29 @@ pending_acquire dequeue(tier_actor* self, waiters::waiter_id wid) {
   return std::move(w.payload);
 }
 
-// The waiter's deadline passed: it leaves the queue with `tool_busy`.
-void expire(tier_actor* self, waiters::waiter_id wid) {
-  auto p = dequeue(self, wid);
-  self->state.counter->remove_waiter();
-  p.promise.deliver(tool_busy(self->state.kind));
+// The waiters whose deadline passed leave the queue with `tool_busy`.
+void expire(tier_actor* self, time_point now) {
+  auto& st = self->state;
+  for (auto& [wid, w] : st.queue.take_expired(now)) {
+    forget_holder(st, w.payload.holder->id(), wid);
+    self->demonitor(caf::actor_cast<caf::actor_addr>(w.payload.holder));
+    st.counter->remove_waiter();
+    w.payload.promise.deliver(tool_busy(st.kind));
+  }
+}
+
+// One timer for the queue, at its earliest deadline; an earlier deadline
+// replaces it. A timer whose waiter was served meanwhile fires early and
+// arms the next one.
+void arm_expiry(tier_actor* self, time_point now) {
+  auto& st = self->state;
+  auto at = st.queue.earliest_deadline();
+  if (!at || (st.expiry_armed && st.expiry_at <= *at))
+    return;
+  st.expiry_armed = true;
+  st.expiry_at = *at;
+  self->delayed_send(self, std::max(*at - now, duration::zero()),
+                     expire_atom_v, ++st.expiry_seq);
 }
 
 permit_id grant(tier_actor* self, const caf::strong_actor_ptr& holder) {
@@ -77,22 +100,17 @@ permit_id grant(tier_actor* self, const caf::strong_actor_ptr& holder) {
 }
 
 // Hands free permits to queued waiters in FIFO order. A waiter whose
-// deadline has passed never takes a permit, even if its timer is still in
-// the mailbox behind this message.
+// deadline has passed never takes a permit, even if the timer is still in
+// the mailbox behind this message: it leaves first.
 void serve_queue(tier_actor* self) {
   auto& st = self->state;
   auto now = self->clock().now();
-  while (!st.queue.empty()) {
-    auto wid = st.queue.front_id();
-    if (deadline_passed(st.queue.find(wid)->deadline, now)) {
-      expire(self, wid);
-      continue;
-    }
-    if (!st.counter->try_grant_waiter())
-      return;
-    auto p = dequeue(self, wid);
+  expire(self, now);
+  while (!st.queue.empty() && st.counter->try_grant_waiter()) {
+    auto p = dequeue(self, st.queue.front_id());
     p.promise.deliver(grant(self, p.holder));
   }
+  arm_expiry(self, now);
 }
 
 caf::behavior tier_owner(tier_actor* self, tier_kind kind,
@@ -129,16 +147,15 @@ caf::behavior tier_owner(tier_actor* self, tier_kind kind,
         st.by_holder.emplace(holder->id(), wid);
         self->monitor(holder);
         serve_queue(self);
-        if (st.queue.find(wid) != nullptr)
-          self->delayed_send(self, deadline - now, expire_atom_v, wid);
         return promise;
       },
       [self](wake_atom) { serve_queue(self); },
-      [self](expire_atom, waiters::waiter_id wid) {
-        // Stale timers (the waiter was granted or left) find nothing.
-        if (auto w = self->state.queue.find(wid);
-            w != nullptr && deadline_passed(w->deadline, self->clock().now()))
-          expire(self, wid);
+      [self](expire_atom, uint64_t seq) {
+        auto& st = self->state;
+        if (seq != st.expiry_seq)
+          return; // replaced by an earlier one
+        st.expiry_armed = false;
+        serve_queue(self);
       },
       [self](status_atom) -> tier_status {
         return read_status(self->state.kind, *self->state.counter);

@@ -2,8 +2,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "sluice/runtime/policy/time.hpp"
 
@@ -12,8 +15,12 @@ namespace sluice::policy {
 /// FIFO queue of callers waiting for a permit, each with its own deadline.
 ///
 /// Waiters leave from the front (granted) or from anywhere (deadline passed,
-/// holder gone). Removal from the middle is O(1): the waiter is dropped from
-/// the index and its slot in the order is skipped when it reaches the front.
+/// holder gone). Removal from the middle is O(1) in the order (the waiter is
+/// dropped from the index and its slot skipped when it reaches the front)
+/// and O(log n) in the deadlines. The queue owns its expiry, as Seastar's
+/// `expiring_fifo` does: it knows its earliest deadline and hands over the
+/// waiters whose deadline passed, so an owner arms one timer for the whole
+/// queue (SPEC §1: a waiter whose deadline passes leaves at that moment).
 /// `Payload` is whatever the owner needs to answer the waiter later.
 template <class Payload>
 class waiter_queue {
@@ -32,6 +39,7 @@ public:
     auto id = next_id_++;
     index_.emplace(id, waiter{deadline, std::move(payload)});
     order_.push_back(id);
+    by_deadline_.emplace(deadline, id);
     return id;
   }
 
@@ -53,9 +61,29 @@ public:
     auto i = index_.find(id);
     auto result = std::move(i->second);
     index_.erase(i);
+    by_deadline_.erase({result.deadline, id});
     if (order_.size() > 2 * index_.size() + compact_slack)
       compact();
     return result;
+  }
+
+  /// The earliest deadline of a queued waiter; none when the queue is empty.
+  std::optional<time_point> earliest_deadline() const {
+    if (by_deadline_.empty())
+      return std::nullopt;
+    return by_deadline_.begin()->first;
+  }
+
+  /// Removes every waiter whose deadline passed at `now`
+  /// (`deadline_passed`) and returns them, earliest deadline first.
+  std::vector<std::pair<waiter_id, waiter>> take_expired(time_point now) {
+    std::vector<std::pair<waiter_id, waiter>> out;
+    while (!by_deadline_.empty()
+           && deadline_passed(by_deadline_.begin()->first, now)) {
+      auto id = by_deadline_.begin()->second;
+      out.emplace_back(id, take(id));
+    }
+    return out;
   }
 
   bool empty() const noexcept { return index_.empty(); }
@@ -91,6 +119,7 @@ private:
   waiter_id next_id_ = 1;
   std::deque<waiter_id> order_;
   std::unordered_map<waiter_id, waiter> index_;
+  std::set<std::pair<time_point, waiter_id>> by_deadline_;
 };
 
 } // namespace sluice::policy

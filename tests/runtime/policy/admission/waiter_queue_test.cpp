@@ -70,3 +70,38 @@ TEST_CASE("deadline_passed is inclusive") {
   CHECK(sluice::deadline_passed(at(3000ms), at(3000ms)));
   CHECK_FALSE(sluice::deadline_passed(at(3000ms), at(2999ms)));
 }
+
+TEST_CASE("waiter_queue knows its earliest deadline, whatever the order") {
+  queue q;
+  CHECK_FALSE(q.earliest_deadline().has_value());
+  auto a = q.push(at(3000ms), 1);
+  CHECK(q.earliest_deadline() == at(3000ms));
+  auto b = q.push(at(1000ms), 2);
+  q.push(at(2000ms), 3);
+  CHECK(q.earliest_deadline() == at(1000ms));
+  q.take(b); // leaving from the middle moves the earliest on
+  CHECK(q.earliest_deadline() == at(2000ms));
+  q.take(a);
+  CHECK(q.earliest_deadline() == at(2000ms));
+}
+
+TEST_CASE("waiter_queue hands over exactly the waiters whose deadline passed") {
+  queue q;
+  q.push(at(3000ms), 1);
+  q.push(at(1000ms), 2);
+  q.push(at(2000ms), 3);
+  q.push(at(2000ms), 4); // two waiters may share a deadline
+  CHECK(q.take_expired(at(999ms)).empty());
+  // Inclusive, as `deadline_passed`: a deadline of exactly now has passed.
+  auto gone = q.take_expired(at(2000ms));
+  std::vector<int> out;
+  for (auto& [id, w] : gone)
+    out.push_back(w.payload);
+  CHECK(out == std::vector<int>{2, 3, 4});
+  CHECK(q.size() == 1);
+  CHECK(payloads(q) == std::vector<int>{1});
+  CHECK(q.earliest_deadline() == at(3000ms));
+  CHECK(q.take_expired(at(5000ms)).size() == 1);
+  CHECK(q.empty());
+  CHECK_FALSE(q.earliest_deadline().has_value());
+}
