@@ -34,39 +34,6 @@ using upstream::is_host_char;
 using upstream::log_label;
 using upstream::parse_url;
 
-std::string upstream_target(std::string_view base_path,
-                            std::string_view route) {
-  // Segments are what lies between slashes: "/a/b" holds "a" and "b".
-  auto segments = [](std::string_view path) {
-    std::vector<std::string_view> out;
-    while (!path.empty() && path.front() == '/') {
-      path.remove_prefix(1);
-      auto end = std::min(path.find('/'), path.size());
-      out.push_back(path.substr(0, end));
-      path.remove_prefix(end);
-    }
-    return out;
-  };
-  auto base = segments(base_path);
-  auto head = segments(route);
-  std::string out{base_path};
-  if (route.empty() || route.front() != '/' || head.size() < 2) {
-    out += route;
-    return out;
-  }
-  for (auto k = std::min(base.size(), head.size() - 1); k > 0; --k)
-    if (std::equal(base.end() - k, base.end(), head.begin())) {
-      // Skip the route's first k segments, each with its leading '/'.
-      size_t skip = 0;
-      for (size_t i = 0; i < k; ++i)
-        skip += 1 + head[i].size();
-      out += route.substr(skip);
-      return out;
-    }
-  out += route;
-  return out;
-}
-
 void validate(const http_source_config& cfg) {
   std::string why;
   if (!parse_url(cfg.base_url, why))

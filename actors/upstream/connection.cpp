@@ -17,7 +17,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/error.hpp>
 
-#include "sluice/actors/http_source.hpp"
+#include "sluice/runtime/policy/source/http_settings.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice::upstream {

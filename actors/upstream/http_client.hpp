@@ -11,7 +11,8 @@
 #include <functional>
 #include <memory>
 
-#include "sluice/actors/http_source.hpp"
+#include "sluice/actors/upstream/http_stats.hpp"
+#include "sluice/runtime/policy/source/http_settings.hpp"
 #include "sluice/actors/loops/loop_guard.hpp"
 #include "sluice/messages/call.hpp"
 

@@ -1,12 +1,51 @@
 #include "sluice/actors/upstream/request.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include <boost/beast/core/string.hpp>
 
 #include "sluice/runtime/policy/host_port.hpp"
+
+namespace sluice {
+
+std::string upstream_target(std::string_view base_path,
+                            std::string_view route) {
+  // Segments are what lies between slashes: "/a/b" holds "a" and "b".
+  auto segments = [](std::string_view path) {
+    std::vector<std::string_view> out;
+    while (!path.empty() && path.front() == '/') {
+      path.remove_prefix(1);
+      auto end = std::min(path.find('/'), path.size());
+      out.push_back(path.substr(0, end));
+      path.remove_prefix(end);
+    }
+    return out;
+  };
+  auto base = segments(base_path);
+  auto head = segments(route);
+  std::string out{base_path};
+  if (route.empty() || route.front() != '/' || head.size() < 2) {
+    out += route;
+    return out;
+  }
+  for (auto k = std::min(base.size(), head.size() - 1); k > 0; --k)
+    if (std::equal(base.end() - k, base.end(), head.begin())) {
+      // Skip the route's first k segments, each with its leading '/'.
+      size_t skip = 0;
+      for (size_t i = 0; i < k; ++i)
+        skip += 1 + head[i].size();
+      out += route.substr(skip);
+      return out;
+    }
+  out += route;
+  return out;
+}
+
+} // namespace sluice
 
 namespace sluice::upstream {
 

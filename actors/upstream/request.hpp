@@ -6,8 +6,23 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
-#include "sluice/actors/http_source.hpp"
+#include "sluice/runtime/policy/source/http_settings.hpp"
+
+namespace sluice {
+
+/// The path an HTTP source sends a call on `route` to, its `base_url` path
+/// being `base_path` (no trailing '/'): `base_path + route`, except that
+/// whole path segments the base path ends with and the route starts with
+/// are written once, the longest such overlap that leaves the route a
+/// segment of its own. So `/v1` + `/v1/chat/completions` is
+/// `/v1/chat/completions` (a base URL copied from a provider's docs,
+/// `https://api.openai.com/v1`, works), `/openai/v1` + `/v1/x` is
+/// `/openai/v1/x`, and `/api` + `/v1/x` or `/v1` + `/v10/x` join plainly.
+std::string upstream_target(std::string_view base_path, std::string_view route);
+
+} // namespace sluice
 
 namespace sluice::upstream {
 

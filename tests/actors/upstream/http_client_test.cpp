@@ -7,6 +7,8 @@
 
 #include "sluice/actors/upstream/http_client.hpp"
 
+#include "sluice/actors/http_source.hpp"
+
 #include <chrono>
 #include <memory>
 #include <mutex>
