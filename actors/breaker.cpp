@@ -3,44 +3,32 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "sluice/actors/loops/back_to_actor.hpp"
 #include "sluice/messages/atoms.hpp"
+#include "sluice/runtime/policy/breaker/probe_leases.hpp"
 
 namespace sluice {
 
 namespace {
 
-/// What a caller refused while the claim is out is told to wait (it is
-/// woken earlier by the transition, if any).
-constexpr duration probe_claim_wait = std::chrono::milliseconds{100};
-
-// A half-open probe in flight: who holds it and when it lapses.
-struct probe_lease {
-  lease_id id;
-  caf::actor_addr holder;
-  time_point expires;
-};
-
 struct breaker_actor_state {
   std::string source;
   std::optional<policy::breaker_policy> machine;
   std::shared_ptr<policy::breaker_mirror> mirror;
-  std::vector<probe_lease> leases;
-  lease_id next_lease = 1;
+  /// Half-open probe leases and the cluster claim.
+  policy::probe_leases leases;
+  /// The lease holders, by actor id (monitored while they hold one).
+  std::unordered_map<uint64_t, caf::actor_addr> holders;
   std::vector<caf::actor> subscribers;
   /// Shared with other nodes: the cluster's probe lease is claimed through
   /// this relay before each half-open (none: decide alone).
   caf::actor probe_gate;
-  /// The generation a claim is out for (one at a time).
-  std::optional<uint64_t> claim_for;
-  /// Until when this node's claim lets it probe (half-open, shared).
-  time_point cluster_lease_until{};
   /// A reload took its source out: it serves the calls still draining and
   /// tells no one (no new subscriber either).
   bool retired = false;
@@ -67,46 +55,73 @@ breaker_status status_of(breaker_actor* self) {
           static_cast<uint32_t>(st.subscribers.size())};
 }
 
-void drop_lease(breaker_actor* self, std::vector<probe_lease>::iterator i) {
-  auto holder = i->holder;
+// Stops observing a lease holder unless it still holds a lease or
+// subscribes: CAF 0.17's `demonitor` removes every monitor of an actor at
+// once, not one.
+void forget_holder(breaker_actor* self, uint64_t holder) {
   auto& st = self->state;
-  st.leases.erase(i);
-  // Stop observing the holder unless it still holds another lease or
-  // subscribes: CAF 0.17's `demonitor` removes every monitor of an actor
-  // at once, not one.
-  bool leases =
-      std::any_of(st.leases.begin(), st.leases.end(),
-                  [&](const probe_lease& l) { return l.holder == holder; });
+  if (st.leases.holds(holder))
+    return;
+  auto i = st.holders.find(holder);
+  if (i == st.holders.end())
+    return;
   bool subscribed =
       std::any_of(st.subscribers.begin(), st.subscribers.end(),
-                  [&](const caf::actor& s) { return s.address() == holder; });
-  if (!leases && !subscribed)
-    self->demonitor(holder);
+                  [&](const caf::actor& s) { return s.address() == i->second; });
+  if (!subscribed)
+    self->demonitor(i->second);
+  st.holders.erase(i);
 }
 
-std::vector<probe_lease>::iterator find_lease(breaker_actor* self,
-                                              lease_id id) {
-  auto& ls = self->state.leases;
-  return std::find_if(ls.begin(), ls.end(),
-                      [id](const probe_lease& l) { return l.id == id; });
+void release_lease(breaker_actor* self, uint64_t id) {
+  if (auto holder = self->state.leases.release(id))
+    forget_holder(self, *holder);
 }
 
-// Makes a transition visible: mirror first (after the authoritative state,
-// release ordering), then timers and leases, then subscribers in order.
-void announce(breaker_actor* self, const policy::breaker_transition& t,
-              bool from_peer = false) {
+// The routes' ejection limit, asked before the breaker's own failures open
+// it (none: always).
+std::function<bool()> may_eject(breaker_actor* self) {
   auto& st = self->state;
+  if (!st.ejections)
+    return {};
+  return [&st] {
+    return st.ejections->with(
+        [](policy::ejection_ledger& l, const std::string& s) {
+          return l.try_eject(s);
+        },
+        true);
+  };
+}
+
+// The one place the ledger hears of this breaker's steps.
+void apply_ejection(breaker_actor* self, policy::ejection_action a) {
+  auto& st = self->state;
+  if (!st.ejections || a == policy::ejection_action::none)
+    return;
+  st.ejections->with([a](policy::ejection_ledger& l, const std::string& s) {
+    if (a == policy::ejection_action::restore)
+      l.restored(s);
+    else
+      l.ejected(s);
+  });
+}
+
+// Makes a step visible: mirror first (after the authoritative state,
+// release ordering), then the ledger, timers and leases, then subscribers
+// in order.
+void take_step(breaker_actor* self, const policy::breaker_step& step,
+               bool from_peer = false) {
+  auto& st = self->state;
+  if (!step.transition) {
+    apply_ejection(self, step.ejection);
+    return;
+  }
+  auto& t = *step.transition;
   st.mirror->publish(t.to, t.generation);
-  if (st.ejections)
-    st.ejections->with([&](policy::ejection_ledger& l, const std::string& s) {
-      if (t.to == breaker_state::closed)
-        l.restored(s);
-      else
-        l.ejected(s);
-    });
+  apply_ejection(self, step.ejection);
   if (t.from == breaker_state::half_open)
-    while (!st.leases.empty())
-      drop_lease(self, st.leases.begin());
+    for (auto holder : st.leases.clear())
+      forget_holder(self, holder);
   if (t.to == breaker_state::open && !st.machine->isolated())
     self->delayed_send(self, st.machine->open_until() - t.at, half_open_atom_v,
                        t.generation);
@@ -118,22 +133,21 @@ void announce(breaker_actor* self, const policy::breaker_transition& t,
     self->send(sub, ev);
 }
 
-void announce_if(breaker_actor* self,
-                 const std::optional<policy::breaker_transition>& t) {
-  if (t)
-    announce(self, *t);
+void take_step(breaker_actor* self,
+               const std::optional<policy::breaker_transition>& t,
+               bool from_peer = false) {
+  take_step(self, policy::breaker_step::of(t), from_peer);
 }
 
 void on_claim(breaker_actor* self, uint64_t generation, duration left);
 
 // Asks the relay for the cluster's probe lease: one claim per generation
-// at a time (a claim of an older generation no longer counts).
+// at a time.
 void claim(breaker_actor* self) {
   auto& st = self->state;
   auto generation = st.machine->generation();
-  if (st.claim_for == generation)
+  if (!st.leases.should_claim(generation))
     return;
-  st.claim_for = generation;
   self->request(st.probe_gate, probe_claim_timeout, probe_claim_atom_v,
                 st.source, st.machine->config().open_duration)
       .then([self,
@@ -150,7 +164,7 @@ void open_elapsed(breaker_actor* self, time_point now) {
   auto& st = self->state;
   auto& m = *st.machine;
   if (!st.probe_gate) {
-    announce_if(self, m.on_open_elapsed(now));
+    take_step(self, m.on_open_elapsed(now));
     return;
   }
   if (m.state() == breaker_state::open && !m.isolated() &&
@@ -174,34 +188,29 @@ void rearm(breaker_actor* self, time_point now) {
 }
 
 void on_claim(breaker_actor* self, uint64_t generation, duration left) {
-  auto& st = self->state;
-  auto& m = *st.machine;
-  if (st.claim_for == generation)
-    st.claim_for.reset();
-  // Moved on meanwhile (a peer's verdict, an operator, its own window):
-  // that transition armed what it needs.
-  if (generation != m.generation() || m.state() == breaker_state::closed ||
-      m.isolated())
-    return;
+  auto& m = *self->state.machine;
   auto now = self->clock().now();
-  if (left <= duration::zero()) {
-    // Ours for one open period -- or Redis did not answer, and this node
-    // decides alone for as long.
-    st.cluster_lease_until = now + m.config().open_duration;
+  auto v = self->state.leases.on_claim(generation, left, now, m);
+  switch (v.what) {
+  case policy::claim_verdict::action::ignore:
+    return;
+  case policy::claim_verdict::action::half_open:
     if (auto t = m.on_open_elapsed(now))
-      announce(self, *t);
+      take_step(self, t);
     else
       rearm(self, now); // extended while the claim was out
     return;
-  }
-  // Another node probes: stay open until its lease ends (its verdict,
-  // relayed, usually comes first), then claim again. Not published: this
-  // node decided nothing.
-  if (m.state() == breaker_state::open) {
-    m.hold_open_until(now + left, now);
-    rearm(self, now);
-  } else if (auto t = m.hold_open_until(now + left, now)) {
-    announce(self, *t, true);
+  case policy::claim_verdict::action::hold_until:
+    // Another node probes: stay open until its lease ends (its verdict,
+    // relayed, usually comes first), then claim again. Extending an open
+    // breaker is not published: this node decided nothing.
+    if (m.state() == breaker_state::open) {
+      m.hold_open_until(v.until, now);
+      rearm(self, now);
+    } else {
+      take_step(self, m.hold_open_until(v.until, now), true);
+    }
+    return;
   }
 }
 
@@ -220,90 +229,45 @@ breaker_verdict allow(breaker_actor* self) {
   case breaker_state::half_open:
     break;
   }
-  auto holder = self->current_sender();
-  // Shared: a probe goes only under this node's cluster probe lease; once
-  // it lapsed unused (no call came), it is claimed again first.
-  if (st.probe_gate && holder != nullptr && st.leases.empty() &&
-      deadline_passed(st.cluster_lease_until, now)) {
+  auto sender = self->current_sender();
+  std::optional<uint64_t> holder;
+  if (sender != nullptr)
+    holder = sender->id();
+  auto& cfg = m.config();
+  auto g = st.leases.try_grant(holder, now, cfg.half_open_probes,
+                               cfg.open_duration, st.probe_gate != nullptr);
+  switch (g.what) {
+  case policy::probe_grant::verdict::claim_first:
     claim(self);
-    return {decision::rejected, m.generation(), 0, now + probe_claim_wait};
+    return {decision::rejected, m.generation(), 0, g.retry_at};
+  case policy::probe_grant::verdict::refused:
+    return {decision::rejected, m.generation(), 0, g.retry_at};
+  case policy::probe_grant::verdict::granted:
+    break;
   }
-  if (holder == nullptr || st.leases.size() >= m.config().half_open_probes) {
-    auto soonest = now + m.config().open_duration;
-    for (auto& l : st.leases)
-      soonest = std::min(soonest, l.expires);
-    return {decision::rejected, m.generation(), 0, soonest};
-  }
-  // The lease lapses after one open period, so a hung probe delays recovery
-  // by at most that; a holder that dies frees it at once (monitor).
-  probe_lease lease{st.next_lease++, caf::actor_cast<caf::actor_addr>(holder),
-                    now + m.config().open_duration};
-  st.leases.push_back(lease);
-  self->monitor(holder);
-  self->delayed_send(self, m.config().open_duration, lease_expire_atom_v,
-                     lease.id);
-  return {decision::probe, m.generation(), lease.id, {}};
+  // A holder that dies frees its lease at once (monitor); a hung one's
+  // lapses by its timer.
+  auto addr = caf::actor_cast<caf::actor_addr>(sender);
+  if (st.holders.emplace(*holder, addr).second)
+    self->monitor(addr);
+  self->delayed_send(self, cfg.open_duration, lease_expire_atom_v, g.lease.id);
+  return {decision::probe, m.generation(), g.lease.id, {}};
 }
 
 void record(breaker_actor* self, const call_outcome& out) {
   auto& st = self->state;
   auto& m = *st.machine;
-  auto now = self->clock().now();
   if (m.state() == breaker_state::half_open) {
     // Only a live lease's holder speaks for the probe; a lapsed probe's late
     // outcome (same generation, lease gone) is ignored.
-    auto i = find_lease(self, out.lease);
-    if (out.lease == 0 || i == st.leases.end() ||
+    if (out.lease == 0 || st.leases.find(out.lease) == nullptr ||
         out.generation != m.generation())
       return;
-    drop_lease(self, i);
+    release_lease(self, out.lease);
   }
-  auto cls = m.classify(out.kind);
-  bool current = out.generation == m.generation();
-  if (cls != policy::outcome_class::ignored) {
-    bool was_held = m.held();
-    std::function<bool()> may_open;
-    if (st.ejections)
-      may_open = [&st] {
-        return st.ejections->with(
-            [](policy::ejection_ledger& l, const std::string& s) {
-              return l.try_eject(s);
-            },
-            true);
-      };
-    announce_if(self,
-                m.record(out.generation, cls == policy::outcome_class::failure,
-                         out.elapsed, now, may_open));
-    // Held past an ejection limit, and the failures stopped: in service
-    // for good again.
-    if (was_held && !m.held() && m.state() == breaker_state::closed)
-      st.ejections->with([](policy::ejection_ledger& l,
-                            const std::string& s) { l.restored(s); });
-  }
-  // The upstream's "not before" (Retry-After on a 503): it opens the breaker
-  // if the outcome is current, and extends an open period whatever the
-  // outcome's generation, since extending moves no state and a later
-  // instant must win over an earlier one.
-  // Opening a closed breaker so is an ejection like any: past a route's
-  // limit it stays closed (the call's own backoff still honours the hint).
-  if (m.config().open_on_retry_after && cls == policy::outcome_class::failure &&
-      out.retry_after && (current || m.state() == breaker_state::open)) {
-    if (m.state() == breaker_state::closed && st.ejections &&
-        !st.ejections->with(
-            [&](policy::ejection_ledger& l, const std::string& s) {
-              if (l.try_eject(s))
-                return true;
-              // Refused: held only while the window itself calls for
-              // opening (a single hinted failure leaves no mark nothing
-              // would clear).
-              if (!m.held())
-                l.restored(s);
-              return false;
-            },
-            true))
-      return;
-    announce_if(self, m.hold_open_until(*out.retry_after, now));
-  }
+  take_step(self, m.on_outcome(out.generation, m.classify(out.kind),
+                               out.elapsed, out.retry_after,
+                               self->clock().now(), may_eject(self)));
 }
 
 caf::behavior
@@ -320,11 +284,8 @@ breaker_behavior(breaker_actor* self, std::string source,
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     // A probe holder that died frees its lease at once.
-    st.leases.erase(std::remove_if(st.leases.begin(), st.leases.end(),
-                                   [&](const probe_lease& l) {
-                                     return l.holder == dm.source;
-                                   }),
-                    st.leases.end());
+    st.leases.drop_holder(dm.source.id());
+    st.holders.erase(dm.source.id());
     // A dead subscriber is dropped.
     st.subscribers.erase(std::remove_if(st.subscribers.begin(),
                                         st.subscribers.end(),
@@ -351,11 +312,7 @@ breaker_behavior(breaker_actor* self, std::string source,
       [self](probe_gate_atom, const caf::actor& relay) {
         self->state.probe_gate = relay;
       },
-      [self](lease_expire_atom, lease_id id) {
-        auto i = find_lease(self, id);
-        if (i != self->state.leases.end())
-          drop_lease(self, i);
-      },
+      [self](lease_expire_atom, lease_id id) { release_lease(self, id); },
       [self](subscribe_atom) -> breaker_status {
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         auto& subs = self->state.subscribers;
@@ -369,16 +326,11 @@ breaker_behavior(breaker_actor* self, std::string source,
       },
       // Operator actions; the answer is the state they left.
       [self](isolate_atom) -> breaker_status {
-        announce_if(self, self->state.machine->isolate(self->clock().now()));
+        take_step(self, self->state.machine->isolate(self->clock().now()));
         return status_of(self);
       },
       [self](reset_atom) -> breaker_status {
-        auto& st = self->state;
-        announce_if(self, st.machine->reset(self->clock().now()));
-        // A closed breaker held past an ejection limit is reset too.
-        if (st.ejections)
-          st.ejections->with([](policy::ejection_ledger& l,
-                                const std::string& s) { l.restored(s); });
+        take_step(self, self->state.machine->reset_step(self->clock().now()));
         return status_of(self);
       },
       // Another node's verdict on the same source (see
@@ -395,46 +347,38 @@ breaker_behavior(breaker_actor* self, std::string source,
                                 now);
         else if (to == breaker_state::closed)
           t = m.close_from_peer(now);
-        if (t)
-          announce(self, *t, true);
+        take_step(self, t, true);
       },
       [self](status_atom) { return status_of(self); },
-      // Work from `reconfigure_breaker` (only that sends a breaker a thunk).
-      [self](actor_thunk& t) { t.run(self); },
+      [self](retire_atom) {
+        auto& st = self->state;
+        for (auto& s : st.subscribers)
+          if (!st.holders.count(s->id()))
+            self->demonitor(s);
+        st.subscribers.clear();
+        st.probe_gate = caf::actor{};
+        st.retired = true;
+      },
+      [self](const breaker_settings& s) {
+        auto& m = *self->state.machine;
+        // A held breaker's window is gone with its samples: in service for
+        // good again, as after any window that no longer calls for opening.
+        take_step(self, policy::breaker_step{std::nullopt,
+                                             m.reconfigure(s.config)});
+      },
   };
 }
 
 } // namespace
 
 void retire_breaker(const caf::actor& breaker) {
-  caf::anon_send(breaker, actor_thunk{[](caf::local_actor* p) {
-                   auto self = static_cast<breaker_actor*>(p);
-                   auto& st = self->state;
-                   for (auto& s : st.subscribers)
-                     self->demonitor(s);
-                   st.subscribers.clear();
-                   st.probe_gate = caf::actor{};
-                   st.retired = true;
-                 }});
+  caf::anon_send(breaker, retire_atom_v);
 }
 
 void reconfigure_breaker(const caf::actor& breaker,
                          const policy::breaker_config& cfg) {
   policy::validate(cfg);
-  caf::anon_send(breaker, actor_thunk{[cfg](caf::local_actor* p) {
-                   auto self = static_cast<breaker_actor*>(p);
-                   auto& st = self->state;
-                   bool was_held = st.machine->held();
-                   st.machine->reconfigure(cfg);
-                   // A held breaker's window is gone with its samples: in
-                   // service for good again, as after any window that no
-                   // longer calls for opening.
-                   if (was_held && st.ejections)
-                     st.ejections->with(
-                         [](policy::ejection_ledger& l, const std::string& s) {
-                           l.restored(s);
-                         });
-                 }});
+  caf::anon_send(breaker, breaker_settings{cfg});
 }
 
 breaker_handle spawn_breaker(caf::actor_system& sys, std::string source,

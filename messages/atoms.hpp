@@ -92,6 +92,10 @@ CAF_ADD_ATOM(sluice, sluice, half_open_atom, "halfopen")
 /// `(lease_expire_atom, lease_id)`: a probe lease's timer.
 CAF_ADD_ATOM(sluice, sluice, lease_expire_atom, "leaseexp")
 
+/// `(retire_atom)`: a reload took the breaker's source out (see
+/// `retire_breaker`).
+CAF_ADD_ATOM(sluice, sluice, retire_atom, "bretire")
+
 // -- calls, sources, governors ------------------------------------------------
 
 /// `(call_atom) -> call_result`: start the call a governor was spawned for.
@@ -150,6 +154,7 @@ CAF_ADD_TYPE_ID(sluice, (sluice::breaker_verdict))
 CAF_ADD_TYPE_ID(sluice, (sluice::call_outcome))
 CAF_ADD_TYPE_ID(sluice, (sluice::breaker_event))
 CAF_ADD_TYPE_ID(sluice, (sluice::breaker_status))
+CAF_ADD_TYPE_ID(sluice, (sluice::breaker_settings))
 CAF_ADD_TYPE_ID(sluice, (sluice::time_point))
 
 CAF_END_TYPE_ID_BLOCK(sluice)
@@ -164,6 +169,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_verdict)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_outcome)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_status)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::breaker_settings)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::call_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::governor_status)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::progress_age)

@@ -87,4 +87,10 @@ struct breaker_status {
   uint32_t subscribers;
 };
 
+/// New settings for a running breaker, in `(breaker_settings)` from
+/// `reconfigure_breaker` (a config reload).
+struct breaker_settings {
+  policy::breaker_config config;
+};
+
 } // namespace sluice

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace sluice::policy {
 
@@ -92,11 +93,58 @@ breaker_policy::breaker_policy(const breaker_config& cfg)
   // nop
 }
 
-void breaker_policy::reconfigure(const breaker_config& cfg) {
+ejection_action
+ejection_for(const std::optional<breaker_transition>& t) noexcept {
+  if (!t)
+    return ejection_action::none;
+  return t->to == breaker_state::closed ? ejection_action::restore
+                                        : ejection_action::eject;
+}
+
+ejection_action breaker_policy::reconfigure(const breaker_config& cfg) {
   validate(cfg);
   window_ = make_window(cfg);
   cfg_ = cfg;
-  held_ = false;
+  bool was_held = std::exchange(held_, false);
+  return was_held ? ejection_action::restore : ejection_action::none;
+}
+
+breaker_step breaker_policy::on_outcome(uint64_t generation, outcome_class cls,
+                                        duration elapsed,
+                                        std::optional<time_point> retry_after,
+                                        time_point now,
+                                        const std::function<bool()>& may_eject) {
+  if (cls == outcome_class::ignored)
+    return {};
+  bool current = generation == generation_;
+  bool was_held = held_;
+  bool failed = cls == outcome_class::failure;
+  auto step = breaker_step::of(record(generation, failed, elapsed, now,
+                                      may_eject));
+  // Held past an ejection limit, and the failures stopped: in service for
+  // good again.
+  if (!step.transition && was_held && !held_ &&
+      state_ == breaker_state::closed)
+    step.ejection = ejection_action::restore;
+  if (!cfg_.open_on_retry_after || !failed || !retry_after ||
+      !(current || state_ == breaker_state::open))
+    return step;
+  // Opening a closed breaker so is an ejection like any: past a route's
+  // limit it stays closed. Refused, it is held only while the window itself
+  // calls for opening (a single hinted failure leaves no mark nothing would
+  // clear).
+  if (state_ == breaker_state::closed && may_eject && !may_eject()) {
+    if (!held_)
+      step.ejection = ejection_action::restore;
+    return step;
+  }
+  if (auto t = hold_open_until(*retry_after, now))
+    step = breaker_step::of(t);
+  return step;
+}
+
+breaker_step breaker_policy::reset_step(time_point now) {
+  return {reset(now), ejection_action::restore};
 }
 
 window_totals breaker_policy::window(time_point now) const noexcept {

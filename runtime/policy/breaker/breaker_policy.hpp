@@ -86,6 +86,29 @@ struct breaker_transition {
   time_point at;
 };
 
+/// What the routes' ejection limits (`policy::ejection_ledger`) are to be
+/// told after a step of the breaker: nothing, the source is out of service
+/// (`ejected`), or back in it (`restored`, also what clears a held mark).
+enum class ejection_action : uint8_t { none, eject, restore };
+
+/// The ledger's action for a transition: entering closed restores, entering
+/// any other state ejects; no transition, nothing.
+ejection_action
+ejection_for(const std::optional<breaker_transition>& t) noexcept;
+
+/// One step of the breaker: the transition it made (to announce) and what
+/// the ejection ledger is to be told. The breaker actor applies both in one
+/// place.
+struct breaker_step {
+  std::optional<breaker_transition> transition;
+  ejection_action ejection = ejection_action::none;
+
+  /// A transition's step, with the ledger's action it implies.
+  static breaker_step of(std::optional<breaker_transition> t) noexcept {
+    return {t, ejection_for(t)};
+  }
+};
+
 /// The breaker's state machine, without actors, clocks or I/O: every method
 /// takes the current time. Every transition starts a new *generation*;
 /// outcomes carry the generation they were admitted under, and outcomes from
@@ -126,12 +149,33 @@ public:
   record(uint64_t generation, bool failed, duration elapsed, time_point now,
          const std::function<bool()>& may_open = {});
 
+  /// The outcome of a call admitted under `generation`, classified `cls`
+  /// by the source's classes (`classify`), with the upstream's "not
+  /// before" (`retry_after`, Retry-After on a 503) if it gave one. The
+  /// window records it (`record`), a held breaker whose failures stopped is
+  /// restored, and a failure's Retry-After opens the breaker until then
+  /// (if the outcome is current) or extends an open period (whatever its
+  /// generation: extending moves no state, and a later instant must win).
+  /// `may_eject`, if set, is the routes' ejection limit: asked before any
+  /// opening of a closed breaker by this outcome; refused, a window keeps
+  /// it closed and held, and a Retry-After leaves no mark (the call's own
+  /// backoff still honours the hint).
+  breaker_step on_outcome(uint64_t generation, outcome_class cls,
+                          duration elapsed,
+                          std::optional<time_point> retry_after,
+                          time_point now,
+                          const std::function<bool()>& may_eject = {});
+
+  /// Operator reset (`reset`): always restores the source in the ledger,
+  /// since a closed breaker held past an ejection limit is reset too.
+  breaker_step reset_step(time_point now);
+
   /// New settings in place (a config reload that changed only them): the
   /// state, generation, open period, isolation and opening count stay; the
   /// window starts empty in its new shape (samples taken under other
-  /// thresholds are not read again), so a held breaker is no longer held.
-  /// `cfg` must pass `validate`.
-  void reconfigure(const breaker_config& cfg);
+  /// thresholds are not read again), so a held breaker is no longer held:
+  /// returns `restore` for one that was. `cfg` must pass `validate`.
+  ejection_action reconfigure(const breaker_config& cfg);
 
   /// Whether the window calls for opening and an ejection limit refused.
   bool held() const noexcept { return held_; }
