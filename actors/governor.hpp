@@ -40,7 +40,7 @@ struct route_plan {
   duration backend_timeout = std::chrono::seconds{2};
   /// When a governor of this route last told the backend of progress (the
   /// clock's ticks; INT64_MIN: never). Progress is written at most once per
-  /// `progress_interval` per route: a marker read against stall windows of
+  /// `policy::progress_interval` per route: a marker read against stall windows of
   /// seconds or more needs no more, and one message per successful call
   /// was a sixth of a governed call's messages.
   std::shared_ptr<std::atomic<int64_t>> last_progress =
@@ -50,10 +50,6 @@ struct route_plan {
   /// own, as it has its own sources and scope.
   std::shared_ptr<policy::retry_budget> retry_budget;
 };
-
-/// How often at most a route writes its scope's progress: a hundredth of
-/// the stall window, and never less often than every 100 ms.
-duration progress_interval(const policy::call_policy& policy);
 
 /// Everything one governor needs.
 struct governor_config {

@@ -86,8 +86,6 @@ namespace {
 // -- the source actor
 // ----------------------------------------------------------
 
-using http_done_atom = caf::atom_constant<caf::atom("httpdone")>;
-
 struct pending {
   caf::response_promise promise;
   caf::actor_addr requester;
@@ -350,7 +348,7 @@ caf::behavior http_source_actor(http_actor* self, http_source_config cfg,
           engine->start(id, req, [me, id = id](source_reply r) {
             // On the I/O thread: hand the answer to the actor, if it lives.
             if (auto strong = caf::actor_cast<caf::actor>(me))
-              caf::anon_send(strong, http_done_atom::value, id, std::move(r));
+              caf::anon_send(strong, http_done_atom_v, id, std::move(r));
           });
         } catch (const std::exception& e) {
           static log_limit lim;

@@ -52,9 +52,6 @@ void validate(const sim_config& cfg) {
 
 namespace {
 
-using sim_reply_atom = caf::atom_constant<caf::atom("simreply")>;
-using sim_chunk_atom = caf::atom_constant<caf::atom("simchunk")>;
-
 /// A streamed success comes as this many content chunks, spread over the
 /// latency, then `data: [DONE]` with the reply.
 constexpr int stream_chunks = 3;
@@ -257,14 +254,14 @@ caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
           auto n = static_cast<int>(pa.events.size());
           for (int k = 0; k < n; ++k)
             self->delayed_send(self, latency * (k + 1) / (n + 1),
-                               sim_chunk_atom::value, id, k);
+                               sim_chunk_atom_v, id, k);
         }
         st.pending.add(self, id, std::move(pa));
         // A zero latency answers without the clock thread.
         if (reply && latency == duration::zero())
-          self->send(self, sim_reply_atom::value, id);
+          self->send(self, sim_reply_atom_v, id);
         else if (reply)
-          self->delayed_send(self, latency, sim_reply_atom::value, id);
+          self->delayed_send(self, latency, sim_reply_atom_v, id);
         return caf::delegated<source_reply>{};
       },
       [self, drop](cancel_atom) {

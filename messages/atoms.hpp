@@ -143,6 +143,34 @@ CAF_ADD_ATOM(sluice, sluice, stream_chunk_atom, "chunk")
 /// timer (a request a governor sends itself and lets time out).
 CAF_ADD_ATOM(sluice, sluice, first_byte_atom, "ttft")
 
+/// `(hedge_timer_atom, uint64_t seq)`: a governor's hedge timer of attempt
+/// `seq` (a request to itself, never answered, that times out).
+CAF_ADD_ATOM(sluice, sluice, hedge_timer_atom, "hedgetmr")
+
+/// `(direct_done_atom, uint64_t seq, source_reply)`: the answer to an
+/// attempt a governor started directly on its loop (actors/direct_attempts),
+/// from the source's client to the governor.
+CAF_ADD_ATOM(sluice, sluice, direct_done_atom, "dirdone")
+
+// -- private to one actor (its own timers and loop-backs) ---------------------
+
+/// `(http_done_atom, uint64_t id, source_reply)`: an HTTP source's attempt
+/// answered by its client, back on the source actor.
+CAF_ADD_ATOM(sluice, sluice, http_done_atom, "httpdone")
+/// `(sim_reply_atom, uint64_t id)`, `(sim_chunk_atom, uint64_t id, int k)`:
+/// the simulated source's latency timer and its stream's chunk timers.
+CAF_ADD_ATOM(sluice, sluice, sim_reply_atom, "simreply")
+CAF_ADD_ATOM(sluice, sluice, sim_chunk_atom, "simchunk")
+/// `(link_up_atom)`, `(link_down_atom, std::string why)`: a remote source's
+/// link came up or went down (runtime/remote_source).
+CAF_ADD_ATOM(sluice, sluice, link_up_atom, "rlinkup")
+CAF_ADD_ATOM(sluice, sluice, link_down_atom, "rlinkdown")
+/// `(retry_publish_atom)`, `(confirm_gen_atom, std::string source)`: the
+/// breaker relay's publish retry timer and its read of a source's shared
+/// generation (runtime/redis/breaker_relay).
+CAF_ADD_ATOM(sluice, sluice, retry_publish_atom, "rpublish")
+CAF_ADD_ATOM(sluice, sluice, confirm_gen_atom, "rconfirm")
+
 CAF_ADD_TYPE_ID(sluice, (sluice::tier_status))
 CAF_ADD_TYPE_ID(sluice, (sluice::gate_status))
 CAF_ADD_TYPE_ID(sluice, (sluice::call_request))

@@ -65,4 +65,19 @@ inline field_problem read_field_problem(const std::invalid_argument& e) {
   return {what.substr(0, colon), what.substr(colon + 2)};
 }
 
+/// Runs `f`; turns its `std::invalid_argument("field: problem")` (what
+/// the settings checks of the library throw) into a `config_error` for the
+/// key `prefix.field` (`prefix` alone when no field is named).
+template <class F>
+void with_key_prefix(const std::string& prefix, F f) {
+  try {
+    f();
+  } catch (const config_error&) {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    auto [field, problem] = read_field_problem(e);
+    throw config_error(field.empty() ? prefix : prefix + "." + field, problem);
+  }
+}
+
 } // namespace sluice

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "sluice/runtime/policy/field_error.hpp"
+#include "sluice/runtime/policy/route_config.hpp"
 #include "sluice/runtime/route_rules.hpp"
-#include "sluice/runtime/runtime.hpp"
 
 namespace sluice {
 

@@ -25,6 +25,8 @@
 #include "sluice/runtime/admission_tiers.hpp"
 #include "sluice/runtime/policy/model_match.hpp"
 #include "sluice/runtime/policy/admission/session_cache.hpp"
+#include "sluice/runtime/policy/route_config.hpp"
+#include "sluice/runtime/policy/source/source_settings.hpp"
 #include "sluice/runtime/redis/config.hpp"
 
 namespace sluice {
@@ -32,44 +34,6 @@ namespace sluice {
 struct breaker_relay_stats;
 struct remote_source_config;
 class remote_link_health;
-
-/// One entry of a route's model table: calls whose `model` matches
-/// `pattern` (an exact name, or a glob such as "gpt-4o*"; see
-/// runtime/policy/model_match.hpp) go to these sources.
-struct model_route {
-  std::string pattern;
-  /// Source names, in preference order.
-  std::vector<std::string> sources;
-  /// Optional weights, one per source.
-  std::vector<double> weights;
-};
-
-/// A route: which call policy ("kind") governs its calls and which sources
-/// serve it.
-struct route_config {
-  std::string name;
-  /// Key into `runtime_config::kinds`.
-  std::string kind = "chat";
-  /// Source names, in preference order: the route's default, for a call
-  /// whose model no entry of `models` matches or that names none. Empty
-  /// (only with `models`): such a call is refused.
-  std::vector<std::string> sources;
-  /// Optional weights, one per source (weighted random order instead).
-  std::vector<double> weights;
-  /// Scope of progress; default: the route's name. Each model entry's
-  /// calls are judged apart: "SCOPE model PATTERN".
-  std::string scope;
-  /// Routing by the call's model (`call_request::model`).
-  std::vector<model_route> models{};
-  /// Caps retries in flight to a share of active calls (none: retries are
-  /// bounded only per call, by `max_attempts`). The default source list
-  /// and each model entry get their own budget.
-  std::optional<policy::retry_budget_config> retry_budget{};
-  /// At most this share (percent) of each source list's sources may be
-  /// taken out by their breakers' own failures at once; beyond it a source
-  /// stays in service, held (none: no limit). See policy::ejection_ledger.
-  std::optional<double> max_ejection_percent{};
-};
 
 /// Why no sources were found for a call.
 enum class route_miss {
@@ -86,17 +50,6 @@ enum class route_miss {
 struct route_match {
   std::shared_ptr<const route_plan> plan;
   route_miss miss = route_miss::none;
-};
-
-/// Settings of one source's breaker and source tier.
-struct source_settings {
-  policy::breaker_config breaker;
-  policy::aimd_config aimd;
-  /// Optional rate quota.
-  std::optional<policy::quota_config> quota;
-  /// The upstream's own name for models the clients name: a call for key
-  /// "gpt-4o" reaches this source with the value in its body's `model`.
-  std::map<std::string, std::string> model_names{};
 };
 
 /// Everything the runtime needs at start.
@@ -170,6 +123,11 @@ public:
 private:
   caf::actor governor_;
 };
+
+/// What the runtime knows of its actors' deaths, and what a source handle's
+/// `lifetime` points at (runtime/source_lifetime.hpp).
+struct actor_health;
+struct source_lifetime;
 
 /// The facade an embedding service uses without knowing actors: build it
 /// from a config, register sources (built-in or the service's own actors) and
@@ -360,10 +318,6 @@ public:
     return relay_stats_;
   }
 
-  /// What the runtime knows of its actors' deaths (shared with the functors
-  /// attached to them).
-  struct actor_health;
-
   /// A reload's new kinds, sources and routes, applied in one step by
   /// `update`.
   struct update_plan {
@@ -400,8 +354,6 @@ public:
 
   /// Sources a reload took out that still serve calls started before it.
   std::vector<std::string> draining_sources() const;
-
-  struct source_lifetime;
 
 private:
   // Built-in sources are self-timed (see messages/source.hpp); an HTTP

@@ -4,6 +4,8 @@
 
 #include <caf/actor_system.hpp>
 
+#include "sluice/runtime/config_error.hpp"
+
 namespace sluice {
 
 source_handle make_source(caf::actor_system& sys, std::string name,
@@ -31,6 +33,14 @@ source_handle make_source(caf::actor_system& sys, std::string name,
   h.quota = std::move(q);
   h.self_timed = self_timed;
   return h;
+}
+
+void validate_source_settings(const std::string& key,
+                              const source_settings& s) {
+  with_key_prefix(key + ".breaker", [&] { validate(s.breaker); });
+  with_key_prefix(key + ".aimd", [&] { validate(s.aimd); });
+  if (s.quota)
+    with_key_prefix(key + ".quota", [&] { validate(*s.quota); });
 }
 
 } // namespace sluice

@@ -8,6 +8,7 @@
 
 #include "sluice/actors/source_gate.hpp"
 #include "sluice/actors/ejections.hpp"
+#include "sluice/runtime/policy/source/source_settings.hpp"
 
 namespace sluice {
 
@@ -23,5 +24,12 @@ make_source(caf::actor_system& sys, std::string name, source_actor actor,
             const std::optional<policy::quota_config>& quota = std::nullopt,
             bool self_timed = false,
             std::shared_ptr<shared_ejections> ejections = nullptr);
+
+/// Checks the settings a source has around its actor (breaker, AIMD,
+/// quota): throws a `config_error` for the first nonsense one under its key
+/// `key.breaker.FIELD`, `key.aimd.FIELD` or `key.quota.FIELD` (at a
+/// source's start and when a reload tunes it).
+void validate_source_settings(const std::string& key,
+                              const source_settings& s);
 
 } // namespace sluice

@@ -72,4 +72,14 @@ plan_reload(const source_prints& sources_before,
             const fingerprints& routes_before, const fingerprints& routes_after,
             const std::map<std::string, std::vector<std::string>>& route_sources);
 
+/// Whether a reload keeps a route's built plans (and retry budget) as they
+/// run: the plan keeps it (`plan_reload`), it runs, and none of its plans
+/// holds a source the reload retires or tunes. A plan holding one would
+/// keep the retired source alive for ever, or carry its old quota and
+/// model names: then the route is rebuilt, whatever the plan said.
+constexpr bool keeps_built_route(bool planned_keep, bool running,
+                                 bool holds_changed_source) noexcept {
+  return planned_keep && running && !holds_changed_source;
+}
+
 } // namespace sluice::policy

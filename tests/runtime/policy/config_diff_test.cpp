@@ -90,3 +90,10 @@ TEST_CASE("a source whose own settings alone changed is tuned, and routes "
   CHECK(r.routes.replaced == names{"/s"});
   CHECK(r.routes.kept == names{"/none"});
 }
+
+TEST_CASE("keeps_built_route: only a kept, running route holding no changed source") {
+  CHECK(sluice::policy::keeps_built_route(true, true, false));
+  CHECK_FALSE(sluice::policy::keeps_built_route(false, true, false));
+  CHECK_FALSE(sluice::policy::keeps_built_route(true, false, false));
+  CHECK_FALSE(sluice::policy::keeps_built_route(true, true, true));
+}
