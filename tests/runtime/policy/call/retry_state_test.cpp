@@ -205,3 +205,16 @@ TEST_CASE("progress_interval: a hundredth of the window, at most 100 ms") {
   p.stall_window = 5s;
   CHECK(progress_interval(p) == 50ms);
 }
+
+TEST_CASE("retry_state: the group's longest hint wins, in any order") {
+  call c;
+  c.pol.max_attempts = 10;
+  c.pol.backoff = {100ms, 1s, 0.0}; // shorter than any hint here
+  c.fail(outcome_kind::transient, 5s, true);
+  c.fail(outcome_kind::transient, 9s, true);
+  c.fail(outcome_kind::transient, 2s, true);
+  auto s = c.fail(outcome_kind::transient);
+  REQUIRE(s.what == action::back_off);
+  CHECK(s.delay == 9s);
+  CHECK_FALSE(s.stall_check_first);
+}
