@@ -2,12 +2,14 @@
 // time, with the call kinds printed from the library's defaults in place of
 // its `# {{kinds}}` line.
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
 #include <fmt/format.h>
 
-#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/config/default_config.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace sluice {
 

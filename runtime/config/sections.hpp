@@ -11,7 +11,7 @@
 #include <toml++/toml.h>
 
 #include "sluice/runtime/config/toml_reader.hpp"
-#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/config/file_config.hpp"
 
 namespace sluice::config {
 
