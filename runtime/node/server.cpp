@@ -1,11 +1,9 @@
-// The HTTP front's server side: binding, the accept loop (with its limits
-// and its back-off when descriptors run out), the I/O threads, the /events
-// relay and pings, and the graceful stop. `http_front` is its facade.
+// The HTTP front's server side: its start (binding and accepting in
+// node/listener.cpp), the I/O threads, the /events relay and pings, and the
+// graceful stop. `http_front` is its facade.
 
-#include "sluice/actors/wire/tcp_options.hpp"
 #include "sluice/runtime/http_front.hpp"
 
-#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <future>
@@ -29,6 +27,7 @@
 #include "sluice/runtime/node/connection.hpp"
 #include "sluice/runtime/node/fd_limit.hpp"
 #include "sluice/runtime/node/front_state.hpp"
+#include "sluice/runtime/node/listener.hpp"
 #include "sluice/runtime/node/start_rules.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
@@ -37,11 +36,6 @@ namespace sluice {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using node::front_state;
-
-/// Pause before accepting again after the process ran out of descriptors
-/// (accepting at once again would spin: the pending connection stays in
-/// the backlog and the next accept fails the same way).
-constexpr auto accept_backoff_time = std::chrono::milliseconds{100};
 
 /// After the grace period: how long the 503s to cut-off calls may take to
 /// be written before the I/O threads stop.
@@ -88,206 +82,7 @@ struct http_front::impl : front_hold, front_state {
 
 namespace {
 
-log_limit accept_log;
-log_limit full_log;
 log_limit thread_log;
-
-bool resource_exhausted(const boost::system::error_code& ec) {
-  return ec == net::error::no_descriptors || ec.value() == ENFILE ||
-         ec == net::error::no_buffer_space || ec == net::error::no_memory;
-}
-
-// One listener: the main one, or `node.admin_listen` (`admin`).
-void do_accept(front_state& f, bool admin);
-
-tcp::acceptor& acceptor_of(front_state& f, bool admin) {
-  return admin ? f.admin_acceptor : f.acceptor;
-}
-
-void accept_later(front_state& f) {
-  // One back-off timer: running out of descriptors pauses both listeners.
-  f.accept_backoff.expires_after(accept_backoff_time);
-  f.accept_backoff.async_wait([&f](boost::system::error_code ec) {
-    if (!ec && !f.stopping) {
-      do_accept(f, false);
-      if (f.admin_acceptor.is_open())
-        do_accept(f, true);
-    }
-  });
-}
-
-/// The loop `socket` lives on (an index into `f.loops`; 0 for a strand of
-/// the front's own io_context).
-size_t loop_of(front_state& f, tcp::socket& socket) {
-  auto* ctx = &net::query(socket.get_executor(), net::execution::context);
-  for (size_t i = 0; i < f.loops.size(); ++i)
-    if (ctx == static_cast<net::execution_context*>(f.loops[i]))
-      return i;
-  return 0;
-}
-
-/// A new connection: served (at its listener's cap, once the longest idle
-/// connection makes room), or closed at once when the cap is reached and
-/// no connection is idle.
-void admit(front_state& f, bool admin, tcp::socket socket) {
-  // The slot is reserved before the connection exists: listeners on
-  // several loops admit at once, and a check of the count followed by the
-  // connection's own increment would let each of them pass at the limit.
-  auto& slots = admin ? f.admin_connections : f.client_connections;
-  auto limit = admin ? f.admin_cap : f.client_cap;
-  // At the cap the slot is kept while the idle connection closes on its
-  // loop (over the cap by the closes under way, each of an idle one).
-  auto verdict = policy::admit_connection(slots.fetch_add(1), limit);
-  if (verdict == policy::admission::refuse ||
-      (verdict == policy::admission::shed_idle && !node::shed_idle(f, admin))) {
-    --slots;
-    ++f.counters.connections_refused;
-    log_limited(full_log, spdlog::level::warn,
-                "closed a new connection: {} = {} are open, none idle (or "
-                "closing)",
-                admin ? "node.admin_max_connections" : "the connection cap",
-                limit);
-    boost::system::error_code ignored;
-    socket.close(ignored);
-    return;
-  }
-  set_no_delay(socket);
-  auto loop = loop_of(f, socket);
-  std::shared_ptr<node::connection> c;
-  try {
-    c = std::make_shared<node::connection>(std::move(socket), f, admin);
-  } catch (...) {
-    --slots; // no connection to give it back
-    throw;
-  }
-  ++f.accepted[loop];
-  c->start();
-}
-
-void log_accept_error(front_state& f, const boost::system::error_code& ec) {
-  ++f.counters.accept_errors;
-  log_limited(accept_log, spdlog::level::warn,
-              "accepting a connection failed: {}{} ({} open, fd limit {}); "
-              "accepts paused for {} ms",
-              ec.message(),
-              resource_exhausted(ec) ? " (out of descriptors or memory)" : "",
-              f.open_connections.load(), node::current_fd_usage().limit,
-              accept_backoff_time.count());
-}
-
-// -- a listener per loop (node.accept = "reuseport") --------------------------
-
-void accept_on_loop(front_state& f, node::loop_listener& l);
-
-void accept_on_loop_later(front_state& f, node::loop_listener& l) {
-  l.backoff.expires_after(accept_backoff_time);
-  l.backoff.async_wait([&f, &l](boost::system::error_code ec) {
-    if (!ec && !f.stopping)
-      accept_on_loop(f, l);
-  });
-}
-
-// A listener whose accepts cannot go on (no memory even for the back-off)
-// is closed: the kernel then spreads new connections over the other
-// loops' listeners, instead of queueing them on one nobody accepts from.
-void give_up_listener(node::loop_listener& l, const char* why) noexcept {
-  l.close();
-  try {
-    log_limited(accept_log, spdlog::level::err,
-                "event loop {}'s listener closed: {}; the other loops' "
-                "listeners take its connections",
-                l.index, why);
-  } catch (...) {
-    // logging failed too
-  }
-}
-
-std::string exception_text(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(std::move(e));
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "an unknown exception";
-  }
-}
-
-// The connections it accepts live on its loop. Running out of descriptors
-// pauses this listener (the others fail and pause the same way: the limit
-// is the process's); connections the kernel hashed to it wait in its
-// backlog meanwhile.
-void accept_on_loop(front_state& f, node::loop_listener& l) {
-  l.acceptor.async_accept([&f, &l](boost::system::error_code ec,
-                                   tcp::socket socket) {
-    try {
-      if (f.stopping || ec == net::error::operation_aborted)
-        return;
-      if (ec) {
-        log_accept_error(f, ec);
-        if (ec == net::error::connection_aborted)
-          return accept_on_loop(f, l);
-        return accept_on_loop_later(f, l);
-      }
-      admit(f, false, std::move(socket));
-      accept_on_loop(f, l);
-    } catch (...) {
-      ++f.counters.handler_errors;
-      try {
-        log_limited(accept_log, spdlog::level::err,
-                    "accepting a connection threw: {}",
-                    exception_text(std::current_exception()));
-        accept_on_loop_later(f, l);
-      } catch (...) {
-        give_up_listener(l, "its accept could not be re-armed");
-      }
-    }
-  });
-}
-
-/// Closes the per-loop listeners, each on its loop.
-void close_loop_listeners(front_state& f) {
-  for (auto& l : f.listeners)
-    net::post(l->acceptor.get_executor(), [&l = *l] { l.close(); });
-}
-
-void on_accept(front_state& f, bool admin, boost::system::error_code ec,
-               tcp::socket socket) {
-  if (f.stopping || ec == net::error::operation_aborted)
-    return;
-  if (ec) {
-    log_accept_error(f, ec);
-    if (ec == net::error::connection_aborted)
-      return do_accept(f, admin); // that client gave up: nothing to wait for
-    // The other listener stops too until the back-off ends (its accept
-    // would fail the same way): cancel it, the timer restarts both.
-    boost::system::error_code ignored;
-    acceptor_of(f, !admin).cancel(ignored);
-    return accept_later(f);
-  }
-  admit(f, admin, std::move(socket));
-  do_accept(f, admin);
-}
-
-void do_accept(front_state& f, bool admin) {
-  // With a listener per loop, the main one's connections live on its loop
-  // (the first); else they go to the loops in turn.
-  acceptor_of(f, admin).async_accept(
-      f.per_loop_accept() && !admin ? f.loops.front()->get_executor()
-                                    : f.next_connection_executor(),
-      [&f, admin](boost::system::error_code ec, tcp::socket socket) {
-        try {
-          on_accept(f, admin, ec, std::move(socket));
-        } catch (const std::exception& e) {
-          // E.g. no memory for a connection: keep accepting after a pause.
-          ++f.counters.handler_errors;
-          log_limited(accept_log, spdlog::level::err,
-                      "accepting a connection threw: {}", e.what());
-          boost::system::error_code ignored;
-          acceptor_of(f, !admin).cancel(ignored);
-          accept_later(f);
-        }
-      });
-}
 
 /// The client connections open now (held while the caller uses them).
 std::vector<std::shared_ptr<node::connection>>
@@ -369,105 +164,6 @@ void arm_ping(front_state& f) {
   });
 }
 
-// The error of a listener that cannot listen on `host:port`.
-std::runtime_error listen_error(const std::string& host, uint16_t port,
-                                const std::string& why) {
-  return std::runtime_error("cannot listen on " + host + ":" +
-                            std::to_string(port) + ": " + why);
-}
-
-using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
-
-// `host:port`: a numeric address or a host name (the first address it
-// resolves to).
-tcp::endpoint listen_endpoint(net::io_context& ioc, const std::string& host,
-                              uint16_t port) {
-  boost::system::error_code ec;
-  tcp::resolver resolver{ioc};
-  auto results = resolver.resolve(
-      host, std::to_string(port),
-      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
-  if (ec || results.empty())
-    throw std::runtime_error("cannot listen on '" + host +
-                             "': " + (ec ? ec.message() : "no address"));
-  return *results.begin();
-}
-
-// Listens on `ep` (`shared`: SO_REUSEPORT, one of a loop's listeners).
-void listen_on(tcp::acceptor& a, const tcp::endpoint& ep, bool shared,
-               const std::string& host) {
-  boost::system::error_code ec;
-  a.open(ep.protocol(), ec);
-  if (!ec)
-    a.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec && shared)
-    a.set_option(reuse_port(true), ec);
-  if (!ec)
-    a.bind(ep, ec);
-  if (!ec)
-    a.listen(net::socket_base::max_listen_connections, ec);
-  if (ec)
-    throw listen_error(host, ep.port(), ec.message());
-}
-
-// Holds the name "sluice-node listen ADDRESS PORT" in the abstract Unix
-// socket namespace (per network namespace; gone with the process) while
-// the front listens: two nodes started on one address at the same moment
-// could both pass the probe below before either listens.
-void lock_listen_address(front_state& f, const tcp::endpoint& ep,
-                         const std::string& host) {
-  std::string name = "sluice-node listen " + ep.address().to_string() + " " +
-                     std::to_string(ep.port());
-  name.insert(name.begin(), '\0'); // abstract: no file
-  f.listen_lock.emplace(f.ioc);
-  boost::system::error_code ec;
-  f.listen_lock->open(net::local::stream_protocol{}, ec);
-  if (!ec)
-    f.listen_lock->bind(net::local::stream_protocol::endpoint{name}, ec);
-  if (ec == net::error::address_in_use)
-    throw listen_error(host, ep.port(),
-                       "address already in use (another sluice-node listens "
-                       "there, or is starting on it)");
-  if (ec)
-    throw listen_error(host, ep.port(), "its lock: " + ec.message());
-}
-
-// Binds `host:port` for the main listener: once, or (`loops` > 1 with
-// per-loop accepts) once per loop, all on the port the first got. With
-// SO_REUSEPORT a bind would succeed beside another process listening the
-// same way (another sluice-node started on the port by mistake would take
-// half the connections): a lock against other nodes starting at the same
-// moment, then a probe bind without SO_REUSEPORT, first, find the port
-// taken. NOTE: a process of the same user that binds with SO_REUSEPORT
-// after the node started still joins it (Linux allows it); run the node
-// under a user of its own where that matters.
-void bind_main(front_state& f, const std::string& host, uint16_t port) {
-  auto ep = listen_endpoint(f.ioc, host, port);
-  if (!f.per_loop_accept())
-    return listen_on(f.acceptor, ep, false, host);
-  if (port != 0) {
-    lock_listen_address(f, ep, host);
-    tcp::acceptor probe{f.ioc};
-    boost::system::error_code ec;
-    probe.open(ep.protocol(), ec);
-    if (!ec)
-      probe.set_option(net::socket_base::reuse_address(true), ec);
-    if (!ec)
-      probe.bind(ep, ec); // bound, never listening: it takes no connection
-    if (ec)
-      throw listen_error(host, port, ec.message());
-  }
-  listen_on(f.acceptor, ep, true, host);
-  boost::system::error_code ec;
-  auto bound = f.acceptor.local_endpoint(ec);
-  if (ec)
-    throw std::runtime_error("cannot listen on " + host + ": " + ec.message());
-  for (size_t i = 1; i < f.loops.size(); ++i) {
-    f.listeners.push_back(std::make_unique<node::loop_listener>(*f.loops[i], i));
-    listen_on(f.listeners.back()->acceptor, bound, true, host);
-  }
-}
-
 // `s`, once the start's rules that need no network passed: before the
 // front's state opens the access log, before any bind.
 const node_settings& checked(const node_settings& s) {
@@ -508,7 +204,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
   // A port in use is the network's answer: --check-config cannot know it,
   // the start says which listener failed.
   try {
-    bind_main(*impl_, settings.listen_host, settings.listen_port);
+    node::bind_main(*impl_, settings.listen_host, settings.listen_port);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(std::string{"node.listen: "} + e.what());
   }
@@ -523,8 +219,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
   if (settings.admin_listen) {
     auto& a = *settings.admin_listen;
     try {
-      listen_on(impl_->admin_acceptor,
-                listen_endpoint(impl_->ioc, a.host, a.port), false, a.host);
+      node::bind_admin(*impl_, a.host, a.port);
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(std::string{"node.admin_listen: "} + e.what());
     }
@@ -560,14 +255,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                       "publishing a breaker event threw: {}", e.what());
         }
       });
-  net::post(impl_->accept_strand, [state] {
-    do_accept(*state, false);
-    if (state->admin_acceptor.is_open())
-      do_accept(*state, true);
-  });
-  for (auto& l : impl_->listeners)
-    net::post(l->acceptor.get_executor(),
-              [state, &l = *l] { accept_on_loop(*state, l); });
+  node::start_accepting(*state);
   net::post(impl_->ping_timer.get_executor(), [state] { arm_ping(*state); });
   if (impl_->shared_loops)
     return; // the actor system's loops run it
@@ -674,7 +362,7 @@ size_t http_front::shutdown(duration grace) {
     f.admin_acceptor.close(ec);
     f.accept_backoff.cancel();
   });
-  close_loop_listeners(f);
+  node::close_loop_listeners(f);
   auto deadline = std::chrono::steady_clock::now() + grace;
   while (f.in_flight > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
