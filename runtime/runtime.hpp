@@ -35,17 +35,6 @@ struct breaker_relay_stats;
 struct remote_source_config;
 class remote_link_health;
 
-/// Why no sources were found for a call.
-enum class route_miss {
-  none,
-  /// No route of that name.
-  no_route,
-  /// The route routes by model only and the call names none.
-  model_required,
-  /// The route has no entry for the call's model and no default.
-  model_not_found,
-};
-
 /// The plan a call's route and model select (null with a miss).
 struct route_match {
   std::shared_ptr<const route_plan> plan;

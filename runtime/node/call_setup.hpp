@@ -1,10 +1,11 @@
 #pragma once
 
-// What a governed call takes from its request's headers before it starts:
-// the session it joins and the headers it carries upstream. Pure: no I/O,
-// no state.
+// What a governed call takes from its request before it starts: the
+// session it joins, its model and stream flag (or the refusal), and the
+// headers it carries upstream. Pure: no I/O, no state.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -13,6 +14,8 @@
 #include <boost/beast/http/fields.hpp>
 
 #include "sluice/actors/wire/block_allocator.hpp"
+#include "sluice/runtime/node/refusal.hpp"
+#include "sluice/runtime/policy/route_config.hpp"
 
 namespace sluice::node {
 
@@ -37,5 +40,27 @@ call_session session_for(const http_fields& headers,
 std::vector<std::pair<std::string, std::string>>
 forwarded_headers(const http_fields& headers,
                   const std::string& request_id);
+
+/// What a call's body decides before the call starts: its model and
+/// stream flag, or why it is refused (`error` set).
+struct call_plan : refusal {
+  std::string model;
+  bool stream = false;
+};
+
+/// Plans the call of `body` on its route: the body must be a JSON object
+/// (`inspect_body`); a client key (`key_name`, null: anonymous) may call
+/// only the models `may_use` lets it (as OpenAI: another model does not
+/// exist for it; no model at all is refused when the key is limited, since
+/// the route's default would serve any); `route_of` says whether the route
+/// serves the model (`route_miss`). The refusals name `model` where it is
+/// the field at fault.
+call_plan plan_call(std::string_view body, const std::string* key_name,
+                    const std::function<bool(const std::string&)>& may_use,
+                    const std::function<route_miss(const std::string&)>& route_of,
+                    const std::string& path);
+
+/// A model that does not exist for the caller (404 `model_not_found`).
+refusal model_refusal(const std::string& model);
 
 } // namespace sluice::node

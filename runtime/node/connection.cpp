@@ -375,7 +375,7 @@ bool connection::check_access() {
     }
     return true;
   case access_verdict::kind::unauthorized:
-    refuse_unauthorized(verdict.why);
+    refuse(refused(errc::unauthorized, verdict.why), false);
     return false;
   case access_verdict::kind::forbidden:
     refuse(errc::forbidden, verdict.why, false);
@@ -429,60 +429,44 @@ void connection::handle() {
 
 // -- answers ------------------------------------------------------------------
 
-void connection::refuse(errc code, const std::string& why, bool keep_alive) {
+void connection::refuse(const refusal& r, bool keep_alive) {
+  auto code = r.error.value_or(errc::bad_request);
   ++front_.counters.requests_refused;
+  if (code == errc::rate_limited && key_)
+    ++key_->rate_limited;
   rec_.error = to_string(code);
+  bool unauthorized = code == errc::unauthorized;
   log_limited(refused_log, spdlog::level::info,
-              "refused a request from {}: {} ({})", peer_, why,
-              to_string(code));
-  write(error_response(code, why, keep_alive, version_));
-}
-
-// A refusal naming the request field at fault (OpenAI's `param`).
-void connection::refuse_param(errc code, const std::string& why,
-                              const char* param) {
-  ++front_.counters.requests_refused;
-  rec_.error = to_string(code);
-  log_limited(refused_log, spdlog::level::info,
-              "refused a request from {}: {} ({})", peer_, why,
-              to_string(code));
-  auto body = error_body(code, why);
-  body["error"]["param"] = param;
-  write(error_response_from(code, body, keep_, version_));
-}
-
-void connection::refuse_unauthorized(const std::string& why) {
-  ++front_.counters.requests_refused;
-  rec_.error = to_string(errc::unauthorized);
-  log_limited(refused_log, spdlog::level::info,
-              "refused a request from {} to {}: {} (invalid_api_key)", peer_,
-              echo_text(rec_.path), why);
-  auto res = error_response(errc::unauthorized, why, false, version_);
+              "refused a request from {}{}{}: {} ({})", peer_,
+              key_ ? " with key " + key_->name() : std::string{},
+              unauthorized ? " to " + echo_text(rec_.path) : std::string{},
+              r.why, to_string(code));
+  auto body = error_body(code, r.why);
+  if (r.param != nullptr)
+    body["error"]["param"] = r.param;
+  if (r.retry_after_s)
+    body["error"]["retry_after_s"] = std::ceil(*r.retry_after_s);
+  auto res = error_response_from(code, body, keep_alive && !unauthorized,
+                                 version_, r.retry_after_s);
   // A browser opening the dashboard prompts for the admin key, then sends
   // it with the page's own requests.
-  res.set(http::field::www_authenticate,
-          is_dashboard_path(rec_.path)
-              ? "Basic realm=\"sluice admin\", charset=\"UTF-8\""
-              : "Bearer realm=\"sluice\"");
+  if (unauthorized)
+    res.set(http::field::www_authenticate,
+            is_dashboard_path(rec_.path)
+                ? "Basic realm=\"sluice admin\", charset=\"UTF-8\""
+                : "Bearer realm=\"sluice\"");
   write(std::move(res));
 }
 
-void connection::refuse_rate_limited(std::chrono::duration<double> wait) {
-  ++key_->rate_limited;
-  ++front_.counters.requests_refused;
-  rec_.error = to_string(errc::rate_limited);
-  auto secs = wait.count();
+refusal
+connection::rate_refusal(std::chrono::duration<double> wait) const {
   auto per_minute = key_->config().requests_per_minute;
-  log_limited(refused_log, spdlog::level::info,
-              "refused a request from {} with key {}: {} requests per "
-              "minute spent (rate_limit_exceeded)",
-              peer_, key_->name(), per_minute);
-  auto body = error_body(errc::rate_limited,
-                         "Rate limit reached for key " + key_->name() + ": " +
-                             std::to_string(per_minute) +
-                             " requests per minute");
-  body["error"]["retry_after_s"] = std::ceil(secs);
-  write(error_response_from(errc::rate_limited, body, keep_, version_, secs));
+  auto r = refused(errc::rate_limited, "Rate limit reached for key " +
+                                           key_->name() + ": " +
+                                           std::to_string(per_minute) +
+                                           " requests per minute");
+  r.retry_after_s = wait.count();
+  return r;
 }
 
 void connection::write(response res, then next) {

@@ -33,6 +33,7 @@
 #include "sluice/actors/wire/handler_memory.hpp"
 #include "sluice/actors/loops/loop_guard.hpp"
 #include "sluice/runtime/node/front_state.hpp"
+#include "sluice/runtime/node/refusal.hpp"
 #include "sluice/runtime/node/responses.hpp"
 #include "sluice/runtime/node/sse_stream.hpp"
 
@@ -115,11 +116,11 @@ private:
   void handle();
 
   // -- answers (connection.cpp) ------------------------------------------
-  // Every refusal is counted and logged here, once.
-  void refuse(errc code, const std::string& why, bool keep_alive);
-  /// A refusal naming the request field at fault (OpenAI's `param`).
-  void refuse_param(errc code, const std::string& why, const char* param);
-  void refuse_unauthorized(const std::string& why);
+  // Every refusal is counted, logged and answered here, once.
+  void refuse(const refusal& r, bool keep_alive);
+  void refuse(errc code, const std::string& why, bool keep_alive) {
+    refuse(refused(code, why), keep_alive);
+  }
   /// GET /dashboard (`name` empty) and its files.
   void serve_dashboard(const std::string& name);
   /// Publishes how a call without an answer ended on /events.
@@ -127,7 +128,7 @@ private:
   /// Names this connection in `front_.connections` by `key_`.
   void list_key();
   /// 429: `key_`'s request rate is spent for `wait`.
-  void refuse_rate_limited(std::chrono::duration<double> wait);
+  refusal rate_refusal(std::chrono::duration<double> wait) const;
   /// What follows a response's write when the socket took it all at
   /// once: `posted` runs it as a handler (the caller may still hold the
   /// request being answered, which the next read replaces, and a pipelined
@@ -155,7 +156,6 @@ private:
   // -- calls and models (connection_calls.cpp) ---------------------------
   void start_call(const std::string& path);
   void list_models(const std::string& id);
-  void refuse_model(const std::string& model);
   void watch_client();
   void on_result(call_result r);
   void on_chunk(std::string bytes);

@@ -21,7 +21,7 @@ void connection::list_models(const std::string& id) {
   // A listing is a request: it spends the key's rate like a call.
   if (key_)
     if (auto wait = key_->take(std::chrono::steady_clock::now()))
-      return refuse_rate_limited(*wait);
+      return refuse(rate_refusal(*wait), keep_);
   if (id.empty()) {
     // The list from the cache (built once per routes version and filter).
     // NOTE: the version is read before the models: a list built across a
@@ -38,13 +38,8 @@ void connection::list_models(const std::string& id) {
   }
   auto body = models_answer(front_.rt.models(), key_, id, front_.started_unix);
   if (!body)
-    return refuse_model(id);
+    return refuse(model_refusal(id), keep_);
   write(make_response(200, json_text(*body), keep_, version_));
-}
-
-void connection::refuse_model(const std::string& model) {
-  refuse_param(errc::model_not_found,
-               "The model " + echo_text(model) + " does not exist", "model");
 }
 
 // -- governed calls -----------------------------------------------------------
@@ -63,37 +58,23 @@ void connection::start_call(const std::string& path) {
       opts.session_tier = key_->tier(); // the key is the session
     }
     if (auto wait = key_->take(std::chrono::steady_clock::now()))
-      return refuse_rate_limited(*wait);
+      return refuse(rate_refusal(*wait), keep_);
   } else {
     opts.session = std::move(session.name);
   }
-  auto facts = inspect_body(request_.body());
-  if (!facts.error.empty())
-    return refuse(errc::bad_request, facts.error, keep_);
-  auto model = facts.model.value_or("");
-  rec_.model = echo_text(model);
-  if (key_ && !key_->may_use(model)) {
-    if (model.empty()) // the route's default would serve any model
-      return refuse_param(errc::bad_request,
-                          "you must provide a model parameter (key " +
-                              key_->name() + " may use only its models)",
-                          "model");
-    return refuse_model(model); // as OpenAI: not there for this key
-  }
-  switch (front_.rt.find_route(path, model).miss) {
-  case route_miss::none:
-    break;
-  case route_miss::no_route: // removed meanwhile
-    return refuse(errc::not_found, "no route " + echo_text(path), keep_);
-  case route_miss::model_required:
-    return refuse_param(errc::bad_request,
-                        "you must provide a model parameter", "model");
-  case route_miss::model_not_found:
-    return refuse_model(model);
-  }
+  std::function<bool(const std::string&)> may_use;
+  if (key_)
+    may_use = [k = key_](const std::string& m) { return k->may_use(m); };
+  auto plan = plan_call(
+      request_.body(), key_ ? &key_->name() : nullptr, may_use,
+      [&](const std::string& m) { return front_.rt.find_route(path, m).miss; },
+      path);
+  rec_.model = echo_text(plan.model);
+  if (plan.error)
+    return refuse(plan, keep_);
   call_request call{path, std::move(request_.body())};
-  call.model = std::move(model);
-  call.stream = facts.stream;
+  call.model = std::move(plan.model);
+  call.stream = plan.stream;
   call.headers = forwarded_headers(request_.base(), rec_.request_id);
   opts.connection = tier_;
   ++front_.in_flight;

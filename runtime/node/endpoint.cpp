@@ -11,7 +11,9 @@ namespace http = boost::beast::http;
 
 namespace {
 
-constexpr auto refuse = node::refused<endpoint_choice>;
+endpoint_choice refuse(errc code, std::string why) {
+  return node::refused<endpoint_choice>(code, std::move(why));
+}
 
 // `to` if `method` is the one it takes, else 405 with `usage`.
 endpoint_choice only(http::verb method, http::verb v, endpoint to,

@@ -7,7 +7,9 @@ namespace sluice::node {
 
 namespace {
 
-constexpr auto refuse = node::refused<operator_action>;
+operator_action refuse(errc code, std::string why) {
+  return node::refused<operator_action>(code, std::move(why));
+}
 
 } // namespace
 

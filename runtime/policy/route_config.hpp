@@ -50,4 +50,15 @@ struct route_config {
   std::optional<double> max_ejection_percent{};
 };
 
+/// Why no sources were found for a call.
+enum class route_miss {
+  none,
+  /// No route of that name.
+  no_route,
+  /// The route routes by model only and the call names none.
+  model_required,
+  /// The route has no entry for the call's model and no default.
+  model_not_found,
+};
+
 } // namespace sluice

@@ -1,6 +1,7 @@
 // What a call takes from its headers: the session namespaces (no client can
 // join another's session) and the headers forwarded upstream.
 
+#include <functional>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -72,4 +73,81 @@ TEST_CASE_METHOD(fixture, "call setup: the headers forwarded upstream") {
   headers.insert("tracestate", "again=1");
   headers.set("traceparent", "not-a-traceparent");
   CHECK(forwarded_headers(headers, "rid-3").size() == 1);
+}
+
+// -- plan_call: the body, the key's models, the route --------------------
+
+namespace {
+
+// A route serving "gpt-4o" (and, with a default, anything else).
+route_miss route_of(const std::string& model, bool has_default) {
+  if (model == "gpt-4o")
+    return route_miss::none;
+  if (model.empty())
+    return has_default ? route_miss::none : route_miss::model_required;
+  return has_default ? route_miss::none : route_miss::model_not_found;
+}
+
+call_plan plan(const std::string& body, const std::string* key = nullptr,
+               bool has_default = true) {
+  std::function<bool(const std::string&)> may_use;
+  if (key)
+    may_use = [](const std::string& m) { return m == "gpt-4o"; };
+  return plan_call(
+      body, key, may_use,
+      [has_default](const std::string& m) { return route_of(m, has_default); },
+      "/v1/chat/completions");
+}
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "plan_call: a call goes with its model and stream flag") {
+  auto p = plan(R"({"model":"gpt-4o","stream":true})");
+  CHECK_FALSE(p.error);
+  CHECK(p.model == "gpt-4o");
+  CHECK(p.stream);
+  p = plan(R"({"model":"other"})");
+  CHECK_FALSE(p.error);
+  CHECK_FALSE(p.stream);
+}
+
+TEST_CASE_METHOD(fixture, "plan_call: a body that is no JSON object is a 400") {
+  auto p = plan("[1,2]");
+  REQUIRE(p.error);
+  CHECK(*p.error == errc::bad_request);
+  CHECK(p.param == nullptr);
+  CHECK(p.model.empty());
+}
+
+TEST_CASE_METHOD(fixture, "plan_call: a key's other model does not exist for it") {
+  auto p = plan(R"({"model":"other"})", &alice);
+  REQUIRE(p.error);
+  CHECK(*p.error == errc::model_not_found);
+  CHECK(std::string{p.param} == "model");
+  CHECK(p.model == "other"); // for the access log
+  CHECK(p.why.find("other") != std::string::npos);
+}
+
+TEST_CASE_METHOD(fixture, "plan_call: a limited key must name a model") {
+  auto p = plan(R"({"stream":false})", &alice);
+  REQUIRE(p.error);
+  CHECK(*p.error == errc::bad_request);
+  CHECK(std::string{p.param} == "model");
+  CHECK(p.why.find("alice") != std::string::npos);
+}
+
+TEST_CASE_METHOD(fixture, "plan_call: the route's misses, each with its code") {
+  auto p = plan(R"({"stream":false})", nullptr, false);
+  REQUIRE(p.error);
+  CHECK(*p.error == errc::bad_request); // model_required
+  CHECK(std::string{p.param} == "model");
+  p = plan(R"({"model":"other"})", nullptr, false);
+  REQUIRE(p.error);
+  CHECK(*p.error == errc::model_not_found);
+  auto gone = plan_call(
+      R"({"model":"gpt-4o"})", nullptr, {},
+      [](const std::string&) { return route_miss::no_route; }, "/v1/x");
+  REQUIRE(gone.error);
+  CHECK(*gone.error == errc::not_found);
+  CHECK(gone.param == nullptr);
 }
