@@ -19,7 +19,7 @@
 #include "sluice/actors/wire/piece_pool.hpp"
 #include "sluice/runtime/node/endpoint.hpp"
 #include "sluice/runtime/node/request_access.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
 namespace sluice::node {
@@ -69,7 +69,7 @@ connection::connection(tcp::socket&& socket, front_state& front, bool admin)
     , front_(front)
     , tier_(front.rt.new_connection())
     , id_(front.next_connection++)
-    , peer_(endpoint_text(stream_.socket()))
+    , client_addr_(endpoint_text(stream_.socket()))
     , admin_(admin) {
   ++front_.open_connections; // its slot (client or admin) was reserved
 }
@@ -113,7 +113,7 @@ void connection::fail(const char* where, const char* what) noexcept {
   }
   try {
     log_limited(handler_log, spdlog::level::err,
-                "connection {} from {}: {} threw: {}; closing it", id_, peer_,
+                "connection {} from {}: {} threw: {}; closing it", id_, client_addr_,
                 where, what);
   } catch (...) {
     // the log itself failed: nothing more to do about it
@@ -437,7 +437,7 @@ void connection::refuse(const refusal& r, bool keep_alive) {
   rec_.error = to_string(code);
   bool unauthorized = code == errc::unauthorized;
   log_limited(refused_log, spdlog::level::info,
-              "refused a request from {}{}{}: {} ({})", peer_,
+              "refused a request from {}{}{}: {} ({})", client_addr_,
               key_ ? " with key " + key_->name() : std::string{},
               unauthorized ? " to " + echo_text(rec_.path) : std::string{},
               r.why, to_string(code));
@@ -609,7 +609,7 @@ void connection::on_stream_end(sse_stream::end e) {
     // The client is gone, too slow, or its write timed out.
     ++front_.counters.clients_dropped;
     log_limited(dropped_log, spdlog::level::warn,
-                "dropped stream client {} on {} ({} bytes queued)", peer_,
+                "dropped stream client {} on {} ({} bytes queued)", client_addr_,
                 route_.empty() ? std::string{"/events"} : route_,
                 sse_ ? sse_->queued_bytes() : 0);
     if (pending_)

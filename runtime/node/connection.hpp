@@ -222,7 +222,7 @@ private:
   front_state& front_;
   tier_handle tier_;
   uint64_t id_;
-  std::string peer_;
+  std::string client_addr_;
   call_handle call_;
   std::string route_;
   std::chrono::steady_clock::time_point started_;

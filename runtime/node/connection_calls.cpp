@@ -8,8 +8,8 @@
 
 #include "sluice/runtime/node/call_setup.hpp"
 #include "sluice/runtime/node/model_list.hpp"
-#include "sluice/runtime/node/peer_state.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/client_socket.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 namespace sluice::node {
 
@@ -137,14 +137,14 @@ void connection::watch_client() {
         self->guarded("watching a client", [&] {
           if (ec || !self->pending_ || seq != self->watch_seq_)
             return; // stale: that call is over
-          switch (peek_peer(self->stream_.socket())) {
-          case peer_state::closed:
+          switch (peek_client(self->stream_.socket())) {
+          case client_state::closed:
             self->call_.cancel(); // the governor ends; permits come back
             self->closed_ = true;
             return;
-          case peer_state::quiet:
+          case client_state::quiet:
             return self->watch_client(); // a stale wakeup: keep watching
-          case peer_state::has_data:
+          case client_state::has_data:
             return; // the client sent more (pipelining): read it later
           }
         });

@@ -9,8 +9,8 @@
 #include "sluice/actors/log.hpp"
 #include "sluice/runtime/node/dashboard_assets.hpp"
 #include "sluice/runtime/node/operator_action.hpp"
-#include "sluice/runtime/node/peer_state.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/client_socket.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
 namespace sluice::node {
@@ -74,7 +74,7 @@ void connection::admin_action(const std::string& rest) {
     return refuse(errc::not_found, "no source " + echo_text(parsed.source),
                   keep_);
   log_limited(admin_log, spdlog::level::warn,
-              "operator action from {}: {} the breaker of source {}", peer_,
+              "operator action from {}: {} the breaker of source {}", client_addr_,
               parsed.action_name, parsed.source);
   keep_pending();
   std::weak_ptr<connection> weak = shared_from_this();
@@ -133,7 +133,7 @@ void connection::admin_reload() {
     front_.reload_thread.join();
   front_.reloading.store(true, std::memory_order_release);
   log_limited(admin_log, spdlog::level::warn,
-              "operator action from {}: config reload", peer_);
+              "operator action from {}: config reload", client_addr_);
   keep_pending();
   std::weak_ptr<connection> weak = shared_from_this();
   // A reload reads a file and spawns the new sources: never on an event
@@ -234,17 +234,17 @@ void connection::watch_event_client() {
           if (ec)
             return self->sse_->drop();
           auto& socket = self->stream_.socket();
-          switch (peek_peer(socket)) {
-          case peer_state::closed:
+          switch (peek_client(socket)) {
+          case client_state::closed:
             return self->sse_->drop();
-          case peer_state::has_data: {
+          case client_state::has_data: {
             // Ignore what the client sends (it is there: this won't block).
             char sink[512];
             beast::error_code ignored;
             socket.read_some(net::buffer(sink), ignored);
             break;
           }
-          case peer_state::quiet:
+          case client_state::quiet:
             break;
           }
           self->watch_event_client();

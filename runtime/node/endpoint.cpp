@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "sluice/runtime/node/responses.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 namespace sluice::node {
 

@@ -1,7 +1,7 @@
 #include "sluice/runtime/node/operator_action.hpp"
 
 #include "sluice/runtime/node/responses.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 namespace sluice::node {
 

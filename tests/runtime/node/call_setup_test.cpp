@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include "sluice/runtime/node/call_setup.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 using namespace sluice;
 using namespace sluice::node;

@@ -7,7 +7,7 @@
 
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 using namespace sluice;
 using namespace sluice::node;

@@ -1,4 +1,4 @@
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -11,9 +11,9 @@ namespace sluice::node {
 /// A wakeup for readability is not proof of either `closed` or `has_data`:
 /// Asio may report a socket readable from readiness it saw earlier, with
 /// nothing there now (`quiet`).
-enum class peer_state { closed, has_data, quiet };
+enum class client_state { closed, has_data, quiet };
 
 /// Peeks one byte without blocking.
-peer_state peek_peer(boost::asio::ip::tcp::socket& socket);
+client_state peek_client(boost::asio::ip::tcp::socket& socket);
 
 } // namespace sluice::node

@@ -5,7 +5,7 @@
 #include <boost/beast/http/fields.hpp>
 #include <catch2/catch.hpp>
 
-#include "sluice/runtime/node/router.hpp"
+#include "sluice/runtime/node/request_reading.hpp"
 
 using namespace sluice::node;
 namespace http = boost::beast::http;
