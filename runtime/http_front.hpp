@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "sluice/runtime/config_file.hpp"
@@ -73,6 +74,11 @@ public:
   /// Client connections served at once: `node.max_connections`, lowered
   /// to fit under the descriptor limit (`policy::connection_cap`).
   size_t connection_cap() const noexcept;
+
+  /// Replaces the steady clock the front reads for its requests (a key's
+  /// request rate, durations in the access log, /status ages): tests run
+  /// them in virtual time. Call it before the first request.
+  void use_clock(std::function<time_point()> now);
 
   /// SIGUSR1: the access log file is opened again by its path (after a
   /// rename, lines go to a new file). False if it could not be (the old

@@ -1,6 +1,7 @@
 #include "sluice/runtime/node/connection.hpp"
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -135,7 +136,7 @@ void connection::do_read() {
   key_ = nullptr;
   cors_origin_.clear();
   logged_ = false;
-  request_started_ = std::chrono::steady_clock::now();
+  request_started_ = front_.now();
   parser_.emplace();
   parser_->header_limit(max_header_bytes);
   parser_->body_limit(front_.settings.max_body_bytes);
@@ -165,7 +166,7 @@ void connection::wait_for_request() {
             self->set_idle(false);
             return self->on_read_error(ec);
           }
-          self->request_started_ = std::chrono::steady_clock::now();
+          self->request_started_ = self->front_.now();
           self->read_header(); // still idle until the header is whole
         });
       }));
@@ -277,7 +278,7 @@ void connection::on_header(beast::error_code ec) {
 // What the access log and the answer's X-Request-Id need from a header.
 void connection::begin_request() {
   auto& req = parser_->get();
-  request_started_ = std::chrono::steady_clock::now();
+  request_started_ = front_.now();
   auto method = req.method_string();
   rec_.method.assign(method.data(), std::min<size_t>(method.size(), 32));
   auto target = req.target();
@@ -465,7 +466,10 @@ connection::rate_refusal(std::chrono::duration<double> wait) const {
                                            key_->name() + ": " +
                                            std::to_string(per_minute) +
                                            " requests per minute");
-  r.retry_after_s = wait.count();
+  // The bucket's next token is a nanosecond past the instant it is whole
+  // (so a timer set to it finds it there): not a second more for the
+  // client, who counts in whole seconds.
+  r.retry_after_s = std::max(0.0, wait.count() - 1e-9);
   return r;
 }
 
@@ -589,7 +593,7 @@ void connection::log_access(unsigned status) {
     return;
   rec_.time = std::chrono::system_clock::now();
   rec_.status = status;
-  rec_.total = std::chrono::steady_clock::now() - request_started_;
+  rec_.total = front_.now() - request_started_;
   if (key_)
     rec_.key = key_->name();
   front_.access.write(rec_);

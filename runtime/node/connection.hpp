@@ -225,7 +225,7 @@ private:
   std::string client_addr_;
   call_handle call_;
   std::string route_;
-  std::chrono::steady_clock::time_point started_;
+  time_point started_;
   /// A call is in flight (its result not yet handled).
   bool pending_ = false;
   /// The client is gone or dropped: nothing more is written.
@@ -260,7 +260,7 @@ private:
   std::string listed_key_;
   /// The request being answered, for its access-log line and headers.
   access_record rec_;
-  std::chrono::steady_clock::time_point request_started_;
+  time_point request_started_;
   bool logged_ = true;
 };
 

@@ -20,7 +20,7 @@ using tcp = boost::asio::ip::tcp;
 void connection::list_models(const std::string& id) {
   // A listing is a request: it spends the key's rate like a call.
   if (key_)
-    if (auto wait = key_->take(std::chrono::steady_clock::now()))
+    if (auto wait = key_->take(front_.now()))
       return refuse(rate_refusal(*wait), keep_);
   if (id.empty()) {
     // The list from the cache (built once per routes version and filter).
@@ -57,7 +57,7 @@ void connection::start_call(const std::string& path) {
     } else {
       opts.session_tier = key_->tier(); // the key is the session
     }
-    if (auto wait = key_->take(std::chrono::steady_clock::now()))
+    if (auto wait = key_->take(front_.now()))
       return refuse(rate_refusal(*wait), keep_);
   } else {
     opts.session = std::move(session.name);
@@ -80,7 +80,7 @@ void connection::start_call(const std::string& path) {
   ++front_.in_flight;
   pending_ = true;
   route_ = path;
-  started_ = std::chrono::steady_clock::now();
+  started_ = front_.now();
   try {
     keep_pending();
     std::weak_ptr<connection> weak = shared_from_this();
@@ -163,7 +163,7 @@ void connection::on_result(call_result r) {
     beast::error_code ignored;
     stream_.socket().cancel(ignored);
   }
-  auto elapsed = std::chrono::steady_clock::now() - started_;
+  auto elapsed = front_.now() - started_;
   if (r.status != call_status::ok && r.status != call_status::cancelled)
     publish_verdict(r, elapsed);
   front_.metrics.record(route_, r, elapsed);

@@ -4,6 +4,7 @@
 // runtime, settings, counters, the connection registry and the loops.
 
 #include <atomic>
+#include <functional>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -25,6 +26,7 @@
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/policy/time.hpp"
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
 #include "sluice/runtime/node/event_hub.hpp"
@@ -131,6 +133,13 @@ struct front_state {
   }
 
   runtime& rt;
+  /// The time the front reads for its requests (a key's rate, a request's
+  /// and a call's duration, the transitions' ages): the steady clock, or a
+  /// test's (`http_front::use_clock`). The shutdown's waits pace real
+  /// sleeps and read the steady clock.
+  std::function<time_point()> clock{[] { return steady::now(); }};
+
+  time_point now() const { return clock(); }
   node_settings settings;
   /// When the front started, Unix seconds (`created` in /v1/models).
   int64_t started_unix = std::chrono::duration_cast<std::chrono::seconds>(

@@ -328,6 +328,10 @@ size_t http_front::connection_cap() const noexcept {
   return impl_ ? impl_->client_cap : 0;
 }
 
+void http_front::use_clock(std::function<time_point()> now) {
+  impl_->clock = std::move(now);
+}
+
 bool http_front::reopen_access_log() noexcept {
   return impl_ ? impl_->access.reopen() : true;
 }

@@ -351,7 +351,7 @@ std::string breaker_snapshot_frame(front_state& front) {
                               {"ping_ms", ping_ms}});
   text.pop_back(); // the object's closing brace
   return "event: snapshot\ndata: " + text + ",\"history\":" +
-         front.transitions.json_array(std::chrono::steady_clock::now()) +
+         front.transitions.json_array(front.now()) +
          "}\n\n";
 }
 

@@ -5,6 +5,7 @@
 // over HTTP), and the trace each request leaves: X-Request-Id and one
 // access-log line. Over real sockets on loopback.
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -268,6 +269,35 @@ TEST_CASE("auth: a key's request rate - over it is 429 rate_limit_exceeded "
             .status == 200);
   auto st = exchange_with(p, http::verb::get, "/status", "", bearer(admin));
   CHECK(st.doc()["tiers"]["keys"]["team-a"]["rate_limited"] == 1);
+}
+
+TEST_CASE("auth: a key's request rate in the front's own time - the 429's "
+          "Retry-After is exact and the rate is back when it has passed",
+          "[node][auth]") {
+  node_under_test node{keyed_config()};
+  auto now = std::make_shared<std::atomic<int64_t>>(0);
+  // Ahead of the steady clock the keys' buckets were made at.
+  auto start = std::chrono::steady_clock::now() + std::chrono::hours{1};
+  node.front->use_clock([now, start] {
+    return start + std::chrono::milliseconds{now->load()};
+  });
+  auto p = node.port();
+  auto call = [&] {
+    return exchange_with(p, http::verb::post, "/v1/chat/completions", chat,
+                         bearer(key_a));
+  };
+  for (int i = 0; i < 3; ++i)
+    CHECK(call().status == 200);
+  auto r = call();
+  CHECK(r.status == 429);
+  // 3 a minute, the clock standing still: the next one in exactly 20 s.
+  CHECK(r.retry_after == "20");
+  CHECK(r.doc()["error"]["retry_after_s"] == 20);
+  *now = 19999;
+  CHECK(call().status == 429);
+  *now = 20000;
+  CHECK(call().status == 200);
+  CHECK(call().status == 429);
 }
 
 TEST_CASE("auth: without keys an anonymous client cannot reach another's "
