@@ -6,10 +6,21 @@
 #include <stdexcept>
 #include <string>
 
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+
 #include "sluice/messages/call.hpp"
 #include "sluice/runtime/remote_link.hpp"
+#include "sluice/runtime/remote_wire.hpp"
 
 namespace sluice::remote_parts {
+
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+using remote_wire::frame;
+using remote_wire::frame_kind;
 
 inline source_reply transient_reply(const char* why) {
   source_reply r;

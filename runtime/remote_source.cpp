@@ -24,12 +24,6 @@
 
 namespace sluice {
 
-namespace net = boost::asio;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
-using error_code = boost::system::error_code;
-using remote_wire::frame;
-using remote_wire::frame_kind;
 using namespace remote_parts;
 
 void enable_remote_sources(caf::actor_system_config& cfg) {

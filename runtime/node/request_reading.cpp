@@ -1,5 +1,10 @@
 #include "sluice/runtime/node/request_reading.hpp"
 
+#include <iterator>
+#include <random>
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <utility>
@@ -307,6 +312,12 @@ body_facts inspect_body(std::string_view body) {
     out.model.reset();
   }
   return out;
+}
+
+void new_request_id(std::string& out) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  out.clear(); // its room is kept
+  fmt::format_to(std::back_inserter(out), "{:016x}{:016x}", rng(), rng());
 }
 
 } // namespace sluice::node

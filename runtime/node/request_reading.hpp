@@ -61,6 +61,10 @@ constexpr size_t max_trace_header_bytes = 512;
 /// logs and upstream headers; anything else gets a generated id).
 bool valid_request_id(std::string_view id) noexcept;
 
+/// A request id of our own into `out` (its room kept): 32 hex digits,
+/// unique, not secret.
+void new_request_id(std::string& out);
+
 /// Whether a `traceparent` / `tracestate` value is passed upstream: 1 to
 /// `max_trace_header_bytes` of printable ASCII or space (a traceparent must
 /// also start like `00-` + 32 hex + `-` + 16 hex + `-` + 2 hex).
