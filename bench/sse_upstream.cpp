@@ -56,174 +56,19 @@
 #include <string_view>
 #include <vector>
 
+#include "sse_upstream_parts.hpp"
+
 namespace {
 
-constexpr size_t max_head_bytes = 64 * 1024;
-constexpr size_t max_body_bytes = 1024 * 1024;
-constexpr size_t read_chunk = 16 * 1024;
-
-// The answer's pieces, built once: `first` (head + event 1), `middle` (an
-// event, sent for events 2..N) and `last` ([DONE] + the last chunk).
-struct answer {
-  std::string first;
-  std::string middle;
-  std::string last;
-  long events = 0;
-};
-
-std::string as_chunk(std::string_view data) {
-  char size[32];
-  std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-  std::string out = size;
-  out.append(data);
-  out.append("\r\n");
-  return out;
-}
-
-answer make_answer(long events) {
-  const std::string event =
-      "data: {\"id\":\"chatcmpl-bench\",\"object\":\"chat.completion.chunk\","
-      "\"created\":1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,"
-      "\"delta\":{\"content\":\"tok\"},\"finish_reason\":null}]}\n\n";
-  const std::string head = "HTTP/1.1 200 OK\r\n"
-                           "Content-Type: text/event-stream\r\n"
-                           "Cache-Control: no-cache\r\n"
-                           "Transfer-Encoding: chunked\r\n"
-                           "\r\n";
-  answer a;
-  a.events = events;
-  a.middle = as_chunk(event);
-  a.first = head;
-  if (events > 0)
-    a.first += a.middle;
-  a.last = as_chunk("data: [DONE]\n\n") + "0\r\n\r\n";
-  return a;
-}
-
-struct connection {
-  int fd = -1;
-  unsigned long id = 0;   // unique per connection (a descriptor is reused)
-  std::string in;         // bytes read, from `in_pos` on not yet consumed
-  size_t in_pos = 0;      // start of the current request in `in`
-  size_t scanned = 0;     // `in` from in_pos up to here holds no CRLF CRLF
-  std::string out;        // bytes a send could not take yet
-  size_t out_pos = 0;     // the first of them not yet sent
-  bool writing = false;   // epoll waits for EPOLLOUT (not EPOLLIN)
-  bool close_after = false; // close once `out` is empty
-  long pending = 0;       // paced answer: sends still to come (events 2..N
-                          // and [DONE]); > 0: waiting in the timer queue
-};
-
-long long now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    unsigned char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z')
-      x = x - 'A' + 'a';
-    if (y >= 'A' && y <= 'Z')
-      y = y - 'A' + 'a';
-    if (x != y)
-      return false;
-  }
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
-// True when `list` (a comma-separated header value) holds `token`.
-bool has_token(std::string_view list, std::string_view token) {
-  while (!list.empty()) {
-    auto comma = list.find(',');
-    auto item = trim(list.substr(0, comma));
-    if (iequals(item, token))
-      return true;
-    if (comma == std::string_view::npos)
-      break;
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-// What a request head says about the request's framing.
-struct head_info {
-  bool ok = false;        // false: close the connection
-  size_t body = 0;        // Content-Length
-  bool close = false;     // close the connection after the answer
-};
-
-head_info parse_head(std::string_view head) {
-  head_info h;
-  auto eol = head.find("\r\n");
-  auto request_line = head.substr(0, eol);
-  auto sp = request_line.rfind(' ');
-  if (sp == std::string_view::npos)
-    return h;
-  auto version = request_line.substr(sp + 1);
-  bool http10 = version == "HTTP/1.0";
-  if (!http10 && version != "HTTP/1.1")
-    return h;
-  bool keep_alive = false;
-  bool have_length = false;
-  size_t pos = eol == std::string_view::npos ? head.size() : eol + 2;
-  while (pos < head.size()) {
-    auto end = head.find("\r\n", pos);
-    if (end == std::string_view::npos)
-      end = head.size();
-    auto line = head.substr(pos, end - pos);
-    pos = end + 2;
-    auto colon = line.find(':');
-    if (colon == std::string_view::npos)
-      continue;
-    auto name = line.substr(0, colon);
-    auto value = trim(line.substr(colon + 1));
-    if (iequals(name, "content-length")) {
-      if (value.empty() || value.size() > 9)
-        return h; // also: more than max_body_bytes
-      size_t n = 0;
-      for (char c : value) {
-        if (c < '0' || c > '9')
-          return h;
-        n = n * 10 + static_cast<size_t>(c - '0');
-      }
-      if (have_length && n != h.body)
-        return h;
-      have_length = true;
-      h.body = n;
-    } else if (iequals(name, "transfer-encoding")) {
-      return h; // a chunked request body: not ours to read
-    } else if (iequals(name, "connection")) {
-      if (has_token(value, "close"))
-        h.close = true;
-      if (has_token(value, "keep-alive"))
-        keep_alive = true;
-    }
-  }
-  if (h.body > max_body_bytes)
-    return h;
-  if (http10 && !keep_alive)
-    h.close = true;
-  h.ok = true;
-  return h;
-}
+using namespace sse_bench;
 
 class server {
 public:
   server(int listener, int sigfd, long events, long gap_us)
-      : listener_(listener), sigfd_(sigfd), answer_(make_answer(events)),
-        gap_ns_(static_cast<long long>(gap_us) * 1000) {}
+      : listener_(listener)
+      , sigfd_(sigfd)
+      , answer_(make_answer(events))
+      , gap_ns_(static_cast<long long>(gap_us) * 1000) {}
 
   int run() {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
@@ -282,8 +127,8 @@ private:
 
   void accept_all() {
     for (;;) {
-      int fd = accept4(listener_, nullptr, nullptr,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd =
+          accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED)
           continue;
@@ -536,8 +381,8 @@ private:
     }
     size_t done = 0;
     while (done < piece.size()) {
-      ssize_t n = ::send(c.fd, piece.data() + done, piece.size() - done,
-                         MSG_NOSIGNAL);
+      ssize_t n =
+          ::send(c.fd, piece.data() + done, piece.size() - done, MSG_NOSIGNAL);
       if (n >= 0) {
         done += static_cast<size_t>(n);
         continue;
@@ -565,8 +410,8 @@ private:
   void flush(connection& c) {
     const int fd = c.fd;
     while (c.out_pos < c.out.size()) {
-      ssize_t n = ::send(fd, c.out.data() + c.out_pos,
-                         c.out.size() - c.out_pos, MSG_NOSIGNAL);
+      ssize_t n = ::send(fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos,
+                         MSG_NOSIGNAL);
       if (n >= 0) {
         c.out_pos += static_cast<size_t>(n);
         continue;
@@ -609,7 +454,7 @@ private:
   int listener_;
   int sigfd_;
   int ep_ = -1;
-  int timer_ = -1;        // timerfd, with GAP_US > 0
+  int timer_ = -1; // timerfd, with GAP_US > 0
   answer answer_;
   long long gap_ns_;
   unsigned long last_id_ = 0;
@@ -617,77 +462,28 @@ private:
   std::vector<std::unique_ptr<connection>> conns_;
 };
 
-bool parse_long(const char* s, long lo, long hi, long& out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-    return false;
-  out = v;
-  return true;
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
   long port = 0, events = 0, gap_us = 0;
-  if ((argc != 3 && argc != 4) || !parse_long(argv[1], 1, 65535, port) ||
-      !parse_long(argv[2], 0, 1000000, events) ||
-      (argc == 4 && !parse_long(argv[3], 0, 60000000, gap_us))) {
-    std::fprintf(stderr, "usage: %s PORT EVENTS [GAP_US]   (PORT 1-65535, "
-                         "EVENTS 0-1000000, GAP_US 0-60000000 microseconds "
-                         "between the sends of an answer, default 0; "
-                         "listens on 127.0.0.1:PORT)\n",
-                 argv[0]);
+  if (!parse_arguments(argc, argv, port, events, gap_us))
     return 2;
-  }
   // Paced: the timer fires when due, not up to the default 50 us later.
   if (gap_us > 0)
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 
   // Many connections at once: as many descriptors as allowed.
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
+  raise_descriptor_limit();
 
   // SIGTERM and SIGINT arrive as a readable descriptor in the loop.
-  sigset_t mask;
-  sigemptyset(&mask);
-  sigaddset(&mask, SIGTERM);
-  sigaddset(&mask, SIGINT);
-  if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0) {
-    std::perror("sse_upstream: sigprocmask");
+  int sigfd = signal_descriptor();
+  if (sigfd < 0)
     return 1;
-  }
-  int sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (sigfd < 0) {
-    std::perror("sse_upstream: signalfd");
-    return 1;
-  }
   signal(SIGPIPE, SIG_IGN);
 
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    std::perror("sse_upstream: socket");
+  int fd = listen_loopback(port);
+  if (fd < 0)
     return 1;
-  }
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    std::fprintf(stderr, "sse_upstream: bind 127.0.0.1:%ld: %s\n", port,
-                 std::strerror(errno));
-    return 1;
-  }
-  if (listen(fd, 4096) != 0) {
-    std::perror("sse_upstream: listen");
-    return 1;
-  }
   std::fprintf(stderr,
                "sse_upstream: 127.0.0.1:%ld, %ld events per answer, %ld us "
                "between sends\n",
