@@ -231,7 +231,7 @@ async function main() {
       const html = await bearer.text();
       expect(!/https?:\/\/(?!127\.0\.0\.1)/.test(html.replace(/http:\/\/www\.w3\.org\/[^"']*/g, '')), 'the page refers to another host');
       const basic = { authorization: `Basic ${Buffer.from(`admin:${ADMIN_KEY}`).toString('base64')}` };
-      for (const f of ['app.js', 'app.css']) {
+      for (const f of ['draw.js', 'app.js', 'app.css']) {
         const r = await fetch(`${base}/dashboard/${f}`, { headers: basic });
         expect(r.status === 200, `${f}: ${r.status}`);
         const text = await r.text();

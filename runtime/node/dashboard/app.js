@@ -16,7 +16,6 @@
   const RECONNECT_MAX_MS = 10000;
   const POLL_TIMEOUT_MS = 5000; // a /status answer later than this: down
   const RENDER_EVERY_MS = 250; // events are drawn in batches at most this often
-  const SVG = 'http://www.w3.org/2000/svg';
   const OUTCOMES = ['ok', 'transient', 'timeout', 'rate_limited', 'permanent'];
   const VIEWS_MS = [60 * 1000, 10 * 60 * 1000]; // what the charts may show
 
@@ -42,6 +41,11 @@
   };
 
   const now = () => Date.now() + state.offsetMs;
+  const { fmtMs, fmtCount, fmtRate, fmtPct, el, svg, titled, quantile, setupTheme } = globalThis.sluiceDraw;
+  const fmtClock = (ms) => new Date(ms - state.offsetMs).toLocaleTimeString('en-GB');
+  // A line chart over the charts' span, up to now.
+  const lineChart = (lines, fmt, height) =>
+    globalThis.sluiceDraw.lineChart(lines, fmt, now(), state.viewMs, height);
 
   function sourceRecord(name) {
     let s = state.sources.get(name);
@@ -68,72 +72,6 @@
       series.shift();
   }
 
-  // -- formatting -------------------------------------------------------------
-
-  function fmtMs(ms) {
-    if (ms == null || !isFinite(ms)) return '–';
-    if (ms < 1) return `${Math.round(ms * 1000)} µs`;
-    if (ms < 100) return `${ms.toFixed(1)} ms`;
-    if (ms < 1000) return `${Math.round(ms)} ms`;
-    if (ms < 60000) return `${(ms / 1000).toFixed(2)} s`;
-    return `${(ms / 60000).toFixed(1)} min`;
-  }
-  const fmtCount = (n) => (n == null ? '–' : Number(n).toLocaleString('en-US'));
-  const fmtRate = (r) => (r < 10 ? r.toFixed(1) : Math.round(r).toString());
-  const fmtPct = (x) => `${Math.round(x * 100)}%`;
-  const fmtClock = (ms) => new Date(ms - state.offsetMs).toLocaleTimeString('en-GB');
-
-  // -- DOM helpers ------------------------------------------------------------
-
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === 'class') e.className = v;
-      else if (k === 'text') e.textContent = v;
-      else if (k === 'style') Object.assign(e.style, v); // CSSOM: allowed by the CSP
-      else e.setAttribute(k, v);
-    }
-    for (const c of children) if (c != null) e.append(c);
-    return e;
-  }
-
-  function svg(tag, attrs) {
-    const e = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    return e;
-  }
-
-  function titled(node, text) {
-    const t = svg('title');
-    t.textContent = text;
-    node.append(t);
-    return node;
-  }
-
-  // A line chart of `lines` ([{name, cls, points: [{t, v}]}]) over the
-  // window; `fmt` formats the axis' top value and the legend's figures.
-  function lineChart(lines, fmt, height = 70) {
-    const w = 600;
-    const h = height;
-    const t1 = now();
-    const t0 = t1 - state.viewMs;
-    let max = 0;
-    for (const l of lines) for (const p of l.points) if (p.t >= t0) max = Math.max(max, p.v);
-    max = max > 0 ? max * 1.1 : 1;
-    const box = svg('svg', { viewBox: `0 0 ${w} ${h}`, class: 'chart', preserveAspectRatio: 'none' });
-    box.append(svg('line', { x1: 0, y1: h - 0.5, x2: w, y2: h - 0.5, class: 'axis' }));
-    for (const l of lines) {
-      const pts = l.points.filter((p) => p.t >= t0)
-        .map((p) => `${(((p.t - t0) / state.viewMs) * w).toFixed(1)},${(h - 2 - (p.v / max) * (h - 6)).toFixed(1)}`);
-      if (pts.length > 0) box.append(titled(svg('polyline', { points: pts.join(' '), class: `line ${l.cls}` }), l.name));
-    }
-    const legend = el('div', { class: 'legend' }, el('span', { class: 'muted', text: `max ${fmt(max / 1.1)}` }));
-    for (const l of lines) {
-      const last = l.points.length ? l.points[l.points.length - 1].v : null;
-      legend.append(el('span', { class: `key ${l.cls}`, text: `${l.name} ${last == null ? '–' : fmt(last)}` }));
-    }
-    return el('div', { class: 'chart-box' }, box, legend);
-  }
 
   // -- breakers ---------------------------------------------------------------
 
@@ -279,23 +217,6 @@
     scheduleRender();
   }
 
-  // The q-quantile of a histogram's calls (cumulative `buckets` per upper
-  // bound, `total` with +Inf), interpolated within its bucket as
-  // Prometheus' histogram_quantile does.
-  function quantile(q, bounds, buckets, total) {
-    const rank = q * total;
-    let lower = 0;
-    let below = 0;
-    for (let i = 0; i < bounds.length; i++) {
-      if (buckets[i] >= rank) {
-        const inBucket = buckets[i] - below;
-        return inBucket > 0 ? lower + ((bounds[i] - lower) * (rank - below)) / inBucket : bounds[i];
-      }
-      lower = bounds[i];
-      below = buckets[i];
-    }
-    return bounds[bounds.length - 1];
-  }
 
   async function poll() {
     const abort = new AbortController();
@@ -545,30 +466,6 @@
         el('span', { class: 'muted', text: last ? `over ${fmtCount(last.n)} calls in the last ${POLL_MS / 1000} s` : 'no calls with attempts yet' })),
       lineChart([{ name: 'p50', cls: 'c-use', points: pts.map((p) => ({ t: p.t, v: p.p50 * 1000 })) },
         { name: 'p99', cls: 'c-wait', points: pts.map((p) => ({ t: p.t, v: p.p99 * 1000 })) }], fmtMs, 60));
-  }
-
-  // -- theme ------------------------------------------------------------------
-
-  const THEMES = ['auto', 'light', 'dark'];
-  function applyTheme(t) {
-    if (t === 'auto') delete document.documentElement.dataset.theme;
-    else document.documentElement.dataset.theme = t;
-    document.getElementById('theme').textContent = `theme: ${t}`;
-  }
-  function setupTheme() {
-    let t = 'auto';
-    try {
-      t = localStorage.getItem('sluice-theme') || 'auto';
-    } catch (_) { /* storage off: auto */ }
-    if (!THEMES.includes(t)) t = 'auto';
-    applyTheme(t);
-    document.getElementById('theme').addEventListener('click', () => {
-      t = THEMES[(THEMES.indexOf(t) + 1) % THEMES.length];
-      try {
-        localStorage.setItem('sluice-theme', t);
-      } catch (_) { /* not kept */ }
-      applyTheme(t);
-    });
   }
 
   // The charts' span: the last 10 minutes, or the last minute.
