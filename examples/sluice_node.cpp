@@ -20,14 +20,16 @@
 #include <caf/actor_system_config.hpp>
 #include <fmt/core.h>
 
+#include "sluice/actors/log.hpp"
+#include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
-#include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/config_file.hpp"
-#include "sluice/runtime/remote_source.hpp"
-#include "sluice/actors/loops/loop_scheduler.hpp"
+#include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/http_front.hpp"
-#include "sluice/actors/log.hpp"
+#include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/remote_source.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace {
 
@@ -260,8 +262,8 @@ int main(int argc, char** argv) {
     running_front = &front;
     auto address = printable(cfg.node.listen_host, front.port());
     auto* loops = sluice::loop_scheduler::of(sys);
-    fmt::print("sluice-node listening on http://{} ({} config; {})\n",
-               address, config_path.empty() ? "default" : config_path,
+    fmt::print("sluice-node listening on http://{} ({} config; {})\n", address,
+               config_path.empty() ? "default" : config_path,
                loops != nullptr
                    ? std::to_string(loops->loops()) + " event loop(s)"
                    : "CAF's " + cfg.node.scheduler + " scheduler");
@@ -272,13 +274,13 @@ int main(int argc, char** argv) {
     if (!cfg.node.auth.keys.empty())
       fmt::print("{} client key(s): calls need Authorization: Bearer KEY\n",
                  cfg.node.auth.keys.size());
-    fmt::print("try:\n  curl -s http://{}/v1/chat/completions -H "
-               "'Content-Type: application/json' -H 'X-Session-Id: demo'{} "
-               "-d '{{\"model\":\"sim-chat\",\"messages\":[{{\"role\":"
-               "\"user\",\"content\":\"hi\"}}]}}'\n",
-               address,
-               cfg.node.auth.keys.empty() ? ""
-                                          : " -H \"Authorization: Bearer $KEY\"");
+    fmt::print(
+        "try:\n  curl -s http://{}/v1/chat/completions -H "
+        "'Content-Type: application/json' -H 'X-Session-Id: demo'{} "
+        "-d '{{\"model\":\"sim-chat\",\"messages\":[{{\"role\":"
+        "\"user\",\"content\":\"hi\"}}]}}'\n",
+        address,
+        cfg.node.auth.keys.empty() ? "" : " -H \"Authorization: Bearer $KEY\"");
     // Where an operator watches it (the rule of /status applies).
     if (front.admin_port() != 0)
       fmt::print("dashboard: http://{}/dashboard\n",
@@ -294,8 +296,7 @@ int main(int argc, char** argv) {
     reloader = nullptr;
     running_front = nullptr;
     fmt::print("sluice-node: {}: stopping; letting {} call(s) finish\n",
-               stop_signal == SIGINT ? "SIGINT" : "SIGTERM",
-               front.in_flight());
+               stop_signal == SIGINT ? "SIGINT" : "SIGTERM", front.in_flight());
     auto left = front.shutdown(cfg.node.shutdown_grace);
     fmt::print("sluice-node: stopped ({} call(s) cut off by the grace "
                "period)\n",

@@ -9,6 +9,7 @@
 
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text{reinterpret_cast<const char*>(data), size};

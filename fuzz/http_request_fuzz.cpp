@@ -25,6 +25,7 @@
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace {
 
@@ -120,8 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     deadline - std::chrono::steady_clock::now())
                     .count();
     if (left <= 0) {
-      std::fprintf(stderr, "the node neither answered nor closed within "
-                           "%d ms\n",
+      std::fprintf(stderr,
+                   "the node neither answered nor closed within "
+                   "%d ms\n",
                    answer_timeout_ms);
       std::abort();
     }

@@ -1,4 +1,5 @@
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <sstream>
 

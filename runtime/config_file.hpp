@@ -9,7 +9,7 @@
 
 #include "sluice/runtime/config/default_config.hpp"
 #include "sluice/runtime/config/file_config.hpp"
-#include "sluice/runtime/runtime.hpp"
+#include "sluice/runtime/fwd.hpp"
 
 namespace sluice {
 

@@ -1,4 +1,6 @@
 #include "sluice/runtime/config_reload.hpp"
+#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -69,13 +71,15 @@ std::string summary(const policy::named_diff& d) {
 
 config_reloader::config_reloader(runtime& rt, file_config running,
                                  std::string path)
-    : rt_(rt), path_(std::move(path)), running_(std::move(running)) {
+    : rt_(rt)
+    , path_(std::move(path))
+    , running_(std::move(running)) {
   status_.path = path_;
   status_.loaded_unix = unix_now();
 }
 
-void config_reloader::add_check(
-    const void* owner, std::function<void(const file_config&)> check) {
+void config_reloader::add_check(const void* owner,
+                                std::function<void(const file_config&)> check) {
   std::lock_guard<std::mutex> guard{mx_};
   checks_.emplace_back(owner, std::move(check));
 }

@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/config/file_config.hpp"
+#include "sluice/runtime/fwd.hpp"
 #include "sluice/runtime/policy/config_diff.hpp"
 
 namespace sluice {

@@ -4,9 +4,8 @@
 #include <functional>
 #include <memory>
 
-#include "sluice/runtime/config_file.hpp"
-#include "sluice/runtime/config_reload.hpp"
-#include "sluice/runtime/runtime.hpp"
+#include "sluice/runtime/config/file_config.hpp"
+#include "sluice/runtime/fwd.hpp"
 
 namespace sluice {
 
@@ -20,8 +19,8 @@ namespace sluice {
 /// - A client that disconnects while its call is in flight cancels the call:
 ///   its governor is terminated and everything it held comes back.
 /// - Errors are JSON `{"error": {"message", "type", "param", "code",
-///   "sluice_code", ...}}` (OpenAI's shape; runtime/node/responses.hpp) with the
-///   status of `messages/errors.hpp` (`Retry-After` on 503s).
+///   "sluice_code", ...}}` (OpenAI's shape; runtime/node/responses.hpp) with
+///   the status of `messages/errors.hpp` (`Retry-After` on 503s).
 /// The start's rules for `settings` that need no network
 /// (runtime/node/start_rules.hpp): a listener off loopback needs keys or
 /// `auth.allow_anonymous` (when its address says; a host name is checked

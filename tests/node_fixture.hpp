@@ -17,7 +17,9 @@
 #include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
+#include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 namespace sluice::testing {
 

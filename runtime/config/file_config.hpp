@@ -11,11 +11,14 @@
 #include <vector>
 
 #include "sluice/actors/http_source.hpp"
+#include "sluice/actors/simulated_source.hpp"
 #include "sluice/runtime/config/secret.hpp"
 #include "sluice/runtime/policy/config_diff.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/policy/route_config.hpp"
+#include "sluice/runtime/policy/source/source_settings.hpp"
 #include "sluice/runtime/remote_source.hpp"
-#include "sluice/runtime/runtime.hpp"
+#include "sluice/runtime/runtime_config.hpp"
 
 namespace sluice {
 

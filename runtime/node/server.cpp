@@ -2,7 +2,9 @@
 // node/listener.cpp), the I/O threads, the /events relay and pings, and the
 // graceful stop. `http_front` is its facade.
 
+#include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <chrono>
 #include <exception>
@@ -17,8 +19,8 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include "sluice/actors/loops/io_thread.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/loops/io_thread.hpp"
 #include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/actors/loops/system_hold.hpp"
 #include "sluice/messages/atoms.hpp"
@@ -115,25 +117,27 @@ bool run_on(net::io_context& loop, F fn, std::chrono::milliseconds limit) {
 /// `loop_close_time`.
 bool close_on_loops(front_state& f) {
   auto until = std::chrono::steady_clock::now() + loop_close_time;
-  auto left = [] (auto until) {
+  auto left = [](auto until) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
   };
   // The listeners first, each on its loop: an accept that ran before its
   // close has registered its connection by then, so the list below has
   // every connection there will be.
-  if (!run_on(*f.loops.front(),
-              [&f] {
-                boost::system::error_code ec;
-                f.acceptor.close(ec);
-                f.admin_acceptor.close(ec);
-                f.accept_backoff.cancel();
-                f.ping_timer.cancel();
-              },
-              left(until)))
+  if (!run_on(
+          *f.loops.front(),
+          [&f] {
+            boost::system::error_code ec;
+            f.acceptor.close(ec);
+            f.admin_acceptor.close(ec);
+            f.accept_backoff.cancel();
+            f.ping_timer.cancel();
+          },
+          left(until)))
     return false;
   for (auto& l : f.listeners)
-    if (!run_on(*f.loops[l->index], [&l = *l] { l.close(); }, left(until)))
+    if (!run_on(
+            *f.loops[l->index], [&l = *l] { l.close(); }, left(until)))
       return false;
   for (auto& c : live_connections(f))
     c->shut();
@@ -147,7 +151,8 @@ bool close_on_loops(front_state& f) {
     return false;
   // The aborted handlers (accepts, timers) queued before these no-ops.
   for (auto* loop : f.loops)
-    if (!run_on(*loop, [] {}, loop_barrier_time))
+    if (!run_on(
+            *loop, [] {}, loop_barrier_time))
       return false;
   return true;
 }

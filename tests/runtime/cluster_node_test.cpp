@@ -22,6 +22,7 @@
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
 #include "sluice/runtime/redis/lease_pool.hpp"
+#include "sluice/runtime/runtime.hpp"
 #include "test_redis.hpp"
 #include "test_upstream.hpp"
 
@@ -98,8 +99,8 @@ TEST_CASE("node: Redis stopped under load - calls fail closed, none hangs, "
   node n{text};
   auto call = [&] {
     auto t0 = std::chrono::steady_clock::now();
-    auto r = exchange(n.front->port(), http::verb::post,
-                      "/v1/chat/completions", "{}");
+    auto r = exchange(n.front->port(), http::verb::post, "/v1/chat/completions",
+                      "{}");
     return std::make_pair(r, std::chrono::steady_clock::now() - t0);
   };
   REQUIRE(call().first.status == 200);

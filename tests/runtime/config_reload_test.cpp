@@ -3,7 +3,9 @@
 // sources keep their actors, removed ones drain and stop -- and a refused
 // reload leaves the running config as it was.
 
+#include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/config_reload.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -270,7 +272,8 @@ TEST_CASE_METHOD(fixture,
 TEST_CASE_METHOD(fixture,
                  "reload: a kind's new policy replaces the routes of that "
                  "kind, and fixed parts wait for a restart") {
-  auto v2 = v1 + "[kinds.chat]\nmax_attempts = 2\n[admission]\nglobal_cap = 7\n";
+  auto v2 =
+      v1 + "[kinds.chat]\nmax_attempts = 2\n[admission]\nglobal_cap = 7\n";
   auto out = apply(v2);
   REQUIRE(out.ok);
   CHECK(out.diff.routes.replaced == names{"/old", "/r1", "/r2"});
@@ -326,9 +329,7 @@ TEST_CASE_METHOD(fixture,
   self->send(breaker, status_atom_v);
   run();
   self->receive(
-      [](const breaker_status& st) {
-        CHECK(st.state == breaker_state::open);
-      },
+      [](const breaker_status& st) { CHECK(st.state == breaker_state::open); },
       caf::after(0s) >> [] { FAIL("no status"); });
   // The same file again: nothing to do.
   auto again = reloader->apply(parse_config(tuned + rest), "test");
@@ -399,8 +400,7 @@ TEST_CASE_METHOD(fixture,
     if (fd < 0)
       return;
     auto put = [fd](const std::string& s) {
-      return ::write(fd, s.data(), s.size()) ==
-             static_cast<ssize_t>(s.size());
+      return ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
     };
     if (put(head)) {
       std::this_thread::sleep_for(pause);

@@ -4,6 +4,7 @@
 
 #include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/runtime/http_front.hpp"
+#include "sluice/runtime/runtime.hpp"
 
 #include <chrono>
 #include <thread>
@@ -377,8 +378,7 @@ TEST_CASE_METHOD(fixture, "a streamed call is passed through as server-sent "
   // OpenAI's chunks: the role first, the finish_reason last, then [DONE].
   CHECK(c.all.find("\"role\":\"assistant\"") <
         c.all.find("\"finish_reason\":\"stop\""));
-  CHECK(c.all.find("\"finish_reason\":\"stop\"") <
-        c.all.find("data: [DONE]"));
+  CHECK(c.all.find("\"finish_reason\":\"stop\"") < c.all.find("data: [DONE]"));
   CHECK(c.all.find("data: [DONE]") != std::string::npos);
   // Incremental: the first chunk came well before [DONE], not with it.
   auto first = c.arrival("\"role\":\"assistant\"");

@@ -14,6 +14,7 @@
 #include "loopback_http.hpp"
 #include "node_fixture.hpp"
 #include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/config_file.hpp"
 #include "test_upstream.hpp"
 
 using namespace sluice;

@@ -25,6 +25,7 @@
 #include "loopback_http.hpp"
 #include "node_fixture.hpp"
 #include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/policy/admission/connection_cap.hpp"
 #include "sluice/runtime/policy/log_sampler.hpp"

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <dirent.h>
 #include <fstream>
-#include <sstream>
 #include <future>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,15 +22,16 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "log_capture.hpp"
+#include "loopback_http.hpp"
+#include "node_fixture.hpp"
 #include "sluice/actors/loops/io_thread.hpp"
 #include "sluice/actors/loops/loop_scheduler.hpp"
 #include "sluice/messages/errors.hpp"
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/http_front.hpp"
-#include "log_capture.hpp"
-#include "node_fixture.hpp"
+#include "sluice/runtime/runtime.hpp"
 #include "test_upstream.hpp"
-#include "loopback_http.hpp"
 
 using namespace sluice;
 using namespace sluice::testing;
@@ -137,9 +138,9 @@ TEST_CASE("each loop accepts connections itself (SO_REUSEPORT), or one "
     // spreads them by their addresses (40 fresh ports: all on one loop has
     // odds of 2^-39); the hand-off takes the loops in turn.
     for (int i = 0; i < 40; ++i)
-      REQUIRE(exchange(node.port(), http::verb::post, "/v1/chat/completions",
-                       "{}")
-                  .status == 200);
+      REQUIRE(
+          exchange(node.port(), http::verb::post, "/v1/chat/completions", "{}")
+              .status == 200);
     auto st = node.status()["loops"];
     CHECK(st["accept"] == accept);
     // One listening socket per loop, or one.
@@ -190,8 +191,8 @@ TEST_CASE("listening on a port another listener holds fails, with a "
   settings.listen_port = port;
   http_front again{*node.rt, settings};
   CHECK(listening_on(port) == 2);
-  CHECK(exchange(port, http::verb::post, "/v1/chat/completions", "{}")
-            .status == 200);
+  CHECK(exchange(port, http::verb::post, "/v1/chat/completions", "{}").status ==
+        200);
 }
 
 TEST_CASE("concurrent calls on two loops: each attempt starts on its call's "
@@ -208,7 +209,7 @@ TEST_CASE("concurrent calls on two loops: each attempt starts on its call's "
       for (int i = 0; i < 25; ++i)
         ok += exchange(node.front->port(), http::verb::post,
                        "/v1/chat/completions", "{}")
-                          .status == 200;
+                  .status == 200;
       return ok;
     }));
   for (auto& c : clients)
@@ -239,8 +240,7 @@ TEST_CASE("HTTP sources on the loops own no thread") {
     for (int i = 0; i < 1000; ++i) {
       http_source_config cfg;
       cfg.base_url = up.url("/ok");
-      sources.push_back(
-          rt.add_http_source("up" + std::to_string(i), cfg, {}));
+      sources.push_back(rt.add_http_source("up" + std::to_string(i), cfg, {}));
     }
     // A call on a few of them: each builds its client on the loop it runs.
     rt.add_route({"/a", "chat", {"up0"}, {}, {}});
@@ -274,8 +274,7 @@ TEST_CASE("a blocking call on a loop's thread is caught") {
   CHECK(blocking_calls_on_loops() == before);
   // A real blocking path, run on a loop: joining a thread.
   auto ran = std::make_shared<std::promise<void>>();
-  auto other =
-      std::make_shared<upstream::io_thread>(sys, "loop guard test");
+  auto other = std::make_shared<upstream::io_thread>(sys, "loop guard test");
   other->start();
   boost::asio::post(loops.loop(0), [ran, mine = other]() mutable {
     mine->stop(); // blocks this loop until the other thread is joined

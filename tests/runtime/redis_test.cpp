@@ -5,112 +5,9 @@
 // the cluster lease pool (a shared cap, release, renewal, lapse, contention).
 // Real time: Redis has its own clock; windows are kept short.
 
-#include <atomic>
-#include <chrono>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <vector>
+#include "redis_shared.hpp"
 
-#include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
-#include <caf/scoped_actor.hpp>
-#include <catch2/catch.hpp>
-
-#include "sluice/runtime/redis/scope_backend.hpp"
-#include "sluice/messages/atoms.hpp"
-#include "sluice/messages/errors.hpp"
-#include "sluice/runtime/redis/breaker_relay.hpp"
-#include "sluice/runtime/redis/client.hpp"
-#include "sluice/runtime/redis/lease_pool.hpp"
-#include "sluice/runtime/redis/subscriber.hpp"
-#include "sluice/runtime/runtime.hpp"
-#include "test_redis.hpp"
-
-using namespace std::chrono_literals;
-using namespace sluice;
-using sluice::testing::test_redis;
-
-namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-// Retries `f` until it is true or `limit` passes.
-template <class F>
-bool eventually(F f, std::chrono::milliseconds limit = 5000ms) {
-  auto end = clock_type::now() + limit;
-  while (clock_type::now() < end) {
-    if (f())
-      return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
-
-// How many connections listen on the relay's channel (PUBSUB NUMSUB): a
-// relay's listener has subscribed once it counts.
-long long breaker_listeners(const test_redis& server) {
-  redis_client c{server.config()};
-  auto r =
-      c.command({"PUBSUB", "NUMSUB", server.config().key_prefix + "breakers"});
-  if (!r.ok() || r.reply->elements.size() != 2)
-    return -1;
-  return r.reply->elements[1].integer;
-}
-
-// Nodes sharing breakers on `server`: one attempt per call, a call with no
-// runnable source ends after 1 s; a source whose breaker 4 failures open
-// (for `open_for`); and a simulated upstream that always fails.
-struct shared_breaker_setup {
-  runtime_config rc;
-  source_settings s;
-  sim_config failing;
-
-  shared_breaker_setup(const test_redis& server, duration open_for) {
-    rc.redis = server.config();
-    rc.kinds["chat"].max_attempts = 1;
-    rc.kinds["chat"].stall_window = 1s;
-    rc.kinds["chat"].poll_interval = 200ms;
-    s.breaker.window_size = 4;
-    s.breaker.min_samples = 4;
-    s.breaker.failure_rate_threshold = 0.5;
-    s.breaker.open_duration = open_for;
-    failing.phases[0].transient_rate = 1.0;
-  }
-
-  // A node with source "x" on route "/x".
-  std::unique_ptr<runtime> node(caf::actor_system& sys) const {
-    auto n = std::make_unique<runtime>(sys, rc);
-    n->add_simulated_source("x", failing, s);
-    n->add_route({"/x", "chat", {"x"}, {}, {}});
-    return n;
-  }
-};
-
-struct actor_fixture {
-  caf::actor_system_config cfg;
-  caf::actor_system sys;
-
-  actor_fixture() : sys(init(cfg)) {}
-
-  static caf::actor_system_config& init(caf::actor_system_config& c) {
-    add_error_category(c);
-    return c;
-  }
-
-  // Asks a backend for a scope's age: the age, or the error.
-  caf::expected<progress_age> age(const caf::actor& backend,
-                                  const std::string& scope) {
-    caf::scoped_actor self{sys};
-    caf::expected<progress_age> out{progress_age{}};
-    self->request(backend, 5s, progress_age_atom_v, scope)
-        .receive([&](progress_age& a) { out = a; },
-                 [&](caf::error& e) { out = std::move(e); });
-    return out;
-  }
-};
-
-} // namespace
+using namespace redis_test_support;
 
 TEST_CASE("redis_client runs commands and scripts and reconnects after the "
           "server restarts",
@@ -121,8 +18,8 @@ TEST_CASE("redis_client runs commands and scripts and reconnects after the "
   auto got = c.command({"GET", c.key("k")});
   REQUIRE(got.ok());
   CHECK(got.reply->text == "v");
-  auto sum = c.eval("return tonumber(ARGV[1]) + tonumber(ARGV[2])", {},
-                    {"40", "2"});
+  auto sum =
+      c.eval("return tonumber(ARGV[1]) + tonumber(ARGV[2])", {}, {"40", "2"});
   REQUIRE(sum.ok());
   CHECK(sum.reply->integer == 42);
   // A server error is an error, not a reply.
@@ -139,8 +36,8 @@ TEST_CASE("redis_client runs commands and scripts and reconnects after the "
   // script is loaded anew (the new server has never seen it).
   server.start();
   CHECK(eventually([&] { return c.command({"PING"}).ok(); }));
-  auto again = c.eval("return tonumber(ARGV[1]) + tonumber(ARGV[2])", {},
-                      {"1", "2"});
+  auto again =
+      c.eval("return tonumber(ARGV[1]) + tonumber(ARGV[2])", {}, {"1", "2"});
   REQUIRE(again.ok());
   CHECK(again.reply->integer == 3);
   redis_config nameless;
@@ -318,7 +215,8 @@ TEST_CASE("cluster leases never exceed the cap under concurrent nodes",
         }
         ++granted;
         auto now = ++held;
-        for (auto m = most.load(); now > m && !most.compare_exchange_weak(m, now);)
+        for (auto m = most.load();
+             now > m && !most.compare_exchange_weak(m, now);)
           ;
         std::this_thread::sleep_for(std::chrono::microseconds{200});
         --held; // counted out before Redis hears of it: never above Redis
@@ -331,7 +229,7 @@ TEST_CASE("cluster leases never exceed the cap under concurrent nodes",
   INFO("granted " << granted << ", refused " << refused);
   CHECK(errors == 0);
   CHECK(most <= static_cast<int>(cap));
-  CHECK(most >= 2); // the nodes really did overlap
+  CHECK(most >= 2);   // the nodes really did overlap
   CHECK(refused > 0); // and were really held to the cap
   redis_client c{server.config()};
   lease_pool probe{c, "contended", cap, 5s, "probe"};
@@ -413,10 +311,12 @@ TEST_CASE_METHOD(actor_fixture,
     std::lock_guard<std::mutex> guard{box->mx};
     box->refused = std::move(r);
   });
-  REQUIRE(eventually([&] {
-    std::lock_guard<std::mutex> guard{mx};
-    return refused.has_value();
-  }, 3000ms));
+  REQUIRE(eventually(
+      [&] {
+        std::lock_guard<std::mutex> guard{mx};
+        return refused.has_value();
+      },
+      3000ms));
   std::lock_guard<std::mutex> guard{mx};
   CHECK(refused->status == call_status::governance_backend_error);
   second.cancel();
@@ -492,8 +392,7 @@ TEST_CASE_METHOD(actor_fixture,
                         R"({"node":"i","source":"x","state":"open",)"
                         R"("open_for_ms":99999999999999})"})
               .ok());
-  CHECK(eventually([&] { return node.source("x").breaker.is_open(); },
-                   2000ms));
+  CHECK(eventually([&] { return node.source("x").breaker.is_open(); }, 2000ms));
   CHECK(node.relay_stats()->ignored == junk.size() - 1);
   CHECK(node.relay_stats()->applied == 1);
 }
@@ -539,269 +438,4 @@ TEST_CASE("a release while the cap was reached tells the other nodes, and a "
   std::lock_guard<std::mutex> guard{mx};
   CHECK(heard == std::vector<std::string>{"node-a"});
   sub->stop();
-}
-
-namespace {
-
-// The shared breaker state of `source` as a node would have published it.
-void write_shared_state(const test_redis& server, const std::string& source,
-                        const std::string& message) {
-  redis_client c{server.config()};
-  auto key = server.config().key_prefix + "breakers:state";
-  REQUIRE(c.command({"HSET", key, source, message}).ok());
-}
-
-// Drops every subscription (all nodes' listeners): they subscribe again
-// after `reconnect_after`.
-void kill_subscribers(const test_redis& server) {
-  redis_client c{server.config()};
-  REQUIRE(c.command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
-}
-
-} // namespace
-
-TEST_CASE_METHOD(actor_fixture,
-                 "a relay that missed a transition catches up from the shared "
-                 "state when it subscribes again, and at start",
-                 "[redis]") {
-  test_redis server;
-  runtime_config rc;
-  rc.redis = server.config();
-  source_settings s;
-  s.breaker.open_duration = 30s;
-  // Written before the node starts: read when its breaker is watched.
-  redis_client c{server.config()};
-  REQUIRE(c.command({"TIME"}).ok());
-  auto server_ms = [&] {
-    auto t = c.command({"TIME"});
-    return std::stoll(t.reply->elements[0].text) * 1000 +
-           std::stoll(t.reply->elements[1].text) / 1000;
-  };
-  write_shared_state(server, "early",
-                     R"({"node":"gone","source":"early","state":"open",)"
-                     R"("open_for_ms":20000,"gen":4,"until_ms":)" +
-                         std::to_string(server_ms() + 20000) + "}");
-  // An opening whose period is over by the server's clock: not applied.
-  write_shared_state(server, "late",
-                     R"({"node":"gone","source":"late","state":"open",)"
-                     R"("open_for_ms":20000,"gen":2,"until_ms":)" +
-                         std::to_string(server_ms() - 1) + "}");
-  runtime node{sys, rc};
-  node.add_simulated_source("early", sim_config{}, s);
-  node.add_simulated_source("late", sim_config{}, s);
-  node.add_simulated_source("x", sim_config{}, s);
-  node.add_route({"/x", "chat", {"x", "early", "late"}, {}, {}});
-  CHECK(eventually([&] { return node.source("early").breaker.is_open(); },
-                   2000ms));
-  CHECK_FALSE(node.source("late").breaker.is_open());
-  REQUIRE(eventually([&] { return breaker_listeners(server) == 1; }));
-  auto resyncs = node.relay_stats()->resyncs.load();
-  // Another node's opening of x, stored but never heard (as if published
-  // while this node was cut off).
-  write_shared_state(server, "x",
-                     R"({"node":"other","source":"x","state":"open",)"
-                     R"("open_for_ms":20000,"gen":9,"until_ms":)" +
-                         std::to_string(server_ms() + 20000) + "}");
-  std::this_thread::sleep_for(200ms);
-  CHECK_FALSE(node.source("x").breaker.is_open());
-  kill_subscribers(server);
-  auto cut = clock_type::now();
-  CHECK(eventually([&] { return node.source("x").breaker.is_open(); },
-                   2000ms));
-  CHECK(clock_type::now() - cut < 1s);
-  CHECK(node.relay_stats()->resyncs > resyncs);
-  // The same transition heard late on the channel: stale, ignored; and an
-  // older one (reordered) too.
-  redis_client intruder{server.config()};
-  auto channel = server.config().key_prefix + "breakers";
-  auto stale = node.relay_stats()->stale.load();
-  REQUIRE(intruder
-              .command({"PUBLISH", channel,
-                        R"({"node":"other","source":"x","state":"closed",)"
-                        R"("gen":8})"})
-              .ok());
-  CHECK(eventually([&] { return node.relay_stats()->stale == stale + 1; }));
-  CHECK(node.source("x").breaker.is_open());
-  // A newer one applies.
-  REQUIRE(intruder
-              .command({"PUBLISH", channel,
-                        R"({"node":"other","source":"x","state":"closed",)"
-                        R"("gen":10})"})
-              .ok());
-  CHECK(eventually([&] { return !node.source("x").breaker.is_open(); }));
-}
-
-TEST_CASE_METHOD(actor_fixture,
-                 "a forged generation on the breaker channel is checked "
-                 "against the shared state: it moves no breaker and leaves "
-                 "no real transition stale",
-                 "[redis]") {
-  test_redis server;
-  shared_breaker_setup setup{server, 30s};
-  auto node_a = setup.node(sys), node_b = setup.node(sys);
-  auto& a = *node_a;
-  auto& b = *node_b;
-  REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
-  redis_client intruder{server.config()};
-  auto channel = server.config().key_prefix + "breakers";
-  auto forge = [&](const char* state, uint64_t gen) {
-    REQUIRE(intruder
-                .command({"PUBLISH", channel,
-                          std::string{R"({"node":"evil","source":"x",)"} +
-                              R"("state":")" + state +
-                              R"(","open_for_ms":30000,"gen":)" +
-                              std::to_string(gen) + "}"})
-                .ok());
-  };
-  // A jump far past anything the publish script counted (below 2^53, so
-  // it parses): read from the shared state instead, which holds nothing.
-  forge("open", 9007199254740000);
-  REQUIRE(eventually([&] {
-    return a.relay_stats()->confirmed >= 1 && b.relay_stats()->confirmed >= 1;
-  }));
-  std::this_thread::sleep_for(100ms);
-  CHECK_FALSE(a.source("x").breaker.is_open());
-  CHECK_FALSE(b.source("x").breaker.is_open());
-  // The real transitions still reach B (before the fix: dropped as stale
-  // after the forged generation).
-  auto open_a = [&] {
-    for (int k = 0; k < 4; ++k)
-      a.call(call_request{"/x", "{}"}).get();
-    REQUIRE(eventually([&] { return a.source("x").breaker.is_open(); },
-                       2000ms));
-  };
-  open_a();
-  CHECK(eventually([&] { return b.source("x").breaker.is_open(); }, 2000ms));
-  caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
-  REQUIRE(eventually([&] { return !b.source("x").breaker.is_open(); },
-                     2000ms));
-  // Forged as exactly the next generation: taken as heard (anyone who may
-  // PUBLISH can send a transition), but the real transition that the
-  // script then counts under the same generation overrules it.
-  auto gen = [&] {
-    auto r = intruder.command(
-        {"HGET", server.config().key_prefix + "breakers:gen", "x"});
-    REQUIRE(r.ok());
-    return std::stoull(r.reply->text);
-  };
-  auto applied = b.relay_stats()->applied.load();
-  forge("closed", gen() + 1);
-  REQUIRE(eventually([&] { return b.relay_stats()->applied == applied + 1; }));
-  open_a();
-  CHECK(eventually([&] { return b.source("x").breaker.is_open(); }, 2000ms));
-}
-
-TEST_CASE_METHOD(actor_fixture,
-                 "after Redis restarts empty, a node's generations start over "
-                 "and the others still apply them, and a transition decided while "
-                 "it was down is told when it is back",
-                 "[redis]") {
-  test_redis server;
-  shared_breaker_setup setup{server, 30s};
-  auto node_a = setup.node(sys), node_b = setup.node(sys);
-  auto& a = *node_a;
-  auto& b = *node_b;
-  REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
-  auto open_a = [&] {
-    for (int k = 0; k < 4; ++k)
-      a.call(call_request{"/x", "{}"}).get();
-  };
-  open_a();
-  REQUIRE(eventually([&] { return b.source("x").breaker.is_open(); }));
-  caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
-  REQUIRE(eventually([&] { return !b.source("x").breaker.is_open(); }));
-  // Redis restarts with nothing, and the source's generations start over
-  // low (as if its clock had gone back): B must still apply A's next one.
-  server.stop();
-  server.start();
-  REQUIRE(eventually([&] { return breaker_listeners(server) == 2; }));
-  {
-    redis_client c{server.config()};
-    REQUIRE(c.command({"HSET", server.config().key_prefix + "breakers:gen",
-                       "x", "5"})
-                .ok());
-  }
-  // Calls fail closed until the scope backend sees Redis again.
-  REQUIRE(eventually([&] {
-    a.call(call_request{"/x", "{}"}).get();
-    return a.source("x").breaker.is_open();
-  }));
-  CHECK(eventually([&] { return b.source("x").breaker.is_open(); }, 2000ms));
-  // Decided while Redis is down: told when it is back.
-  auto errors = a.relay_stats()->errors.load();
-  server.stop();
-  caf::anon_send(a.source("x").breaker.actor, reset_atom_v);
-  REQUIRE(eventually([&] { return a.relay_stats()->errors > errors; }));
-  std::this_thread::sleep_for(300ms);
-  CHECK(b.source("x").breaker.is_open());
-  server.start();
-  CHECK(eventually([&] { return !b.source("x").breaker.is_open(); }, 3000ms));
-}
-
-TEST_CASE_METHOD(actor_fixture,
-                 "three nodes whose shared breaker's open period ends: one "
-                 "takes the cluster's probe lease, the others stay open",
-                 "[redis]") {
-  test_redis server;
-  shared_breaker_setup setup{server, 1s};
-  std::vector<std::unique_ptr<runtime>> nodes;
-  for (int i = 0; i < 3; ++i)
-    nodes.push_back(setup.node(sys));
-  REQUIRE(eventually([&] { return breaker_listeners(server) == 3; }));
-  for (int k = 0; k < 4; ++k)
-    nodes[0]->call(call_request{"/x", "{}"}).get();
-  auto state = [&](int i) {
-    return nodes[i]->source("x").breaker.mirror->load().state;
-  };
-  REQUIRE(eventually([&] {
-    return state(0) == breaker_state::open && state(1) == breaker_state::open &&
-           state(2) == breaker_state::open;
-  }));
-  auto sum = [&](auto field) {
-    uint64_t n = 0;
-    for (auto& node : nodes)
-      n += ((*node->relay_stats()).*field).load();
-    return n;
-  };
-  // Past the open period: exactly one node half-opens.
-  REQUIRE(eventually([&] {
-    return sum(&breaker_relay_stats::probes_claimed) == 1 &&
-           sum(&breaker_relay_stats::probes_deferred) == 2;
-  }, 2000ms));
-  int half_open = 0, open = 0;
-  for (int i = 0; i < 3; ++i) {
-    half_open += state(i) == breaker_state::half_open;
-    open += state(i) == breaker_state::open;
-  }
-  CHECK(half_open == 1);
-  CHECK(open == 2);
-}
-
-TEST_CASE_METHOD(actor_fixture,
-                 "a probe lease without a TTL (written by hand) is taken over, "
-                 "not waited on for ever",
-                 "[redis]") {
-  test_redis server;
-  shared_breaker_setup setup{server, 300ms};
-  auto node_x = setup.node(sys);
-  auto& node = *node_x;
-  REQUIRE(eventually([&] { return breaker_listeners(server) == 1; }));
-  redis_client c{server.config()};
-  REQUIRE(c.command({"SET", server.config().key_prefix + "breakers:probe:x",
-                     "someone"})
-              .ok());
-  for (int k = 0; k < 4; ++k)
-    node.call(call_request{"/x", "{}"}).get();
-  // Opened once the breaker has the last outcome (it may come after the
-  // call's answer), and perhaps half-open already on a slow machine.
-  REQUIRE(eventually([&] {
-    return node.source("x").breaker.mirror->load().state !=
-           breaker_state::closed;
-  }));
-  CHECK(eventually([&] {
-    return node.source("x").breaker.mirror->load().state ==
-           breaker_state::half_open;
-  }, 2000ms));
-  CHECK(node.relay_stats()->probes_claimed == 1);
-  CHECK(node.relay_stats()->probes_deferred == 0);
 }
