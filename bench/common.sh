@@ -1,8 +1,10 @@
-# shellcheck shell=bash disable=SC2154
-# Shared by bench/http_compare.sh and bench/node_perf.sh (sourced, not run):
-# the process bookkeeping, the fixed-response nginx upstream, the sluice-node
-# variants and their config, and the request wrk sends. The caller sets
-# `work` (a temporary folder) and `pids` (an array) first.
+# shellcheck shell=bash disable=SC2154,SC2034
+# Shared by bench/http_compare.sh, node_perf.sh and stream_compare.sh
+# (sourced, not run): the process bookkeeping, the fixed-response nginx
+# upstream, the sluice-node binary, variants and config, the request wrk
+# sends, and reading and measuring a wrk run. The caller sets `work` (a
+# temporary folder) and `pids` (an array) first; the variables set here
+# for the caller (node_bin, m_line) are read only there.
 
 # alive PID: the process runs (a child that exited is a zombie until waited
 # for, and kill -0 would still succeed on it).
@@ -208,4 +210,52 @@ why_down() {
   else
     echo "not answering on 127.0.0.1:$2 after 10 s"
   fi
+}
+
+# node_binary: sets `node_bin` to $SLUICE_NODE_BIN (e.g. an earlier build,
+# for a before/after), or builds sluice-node and takes that.
+node_binary() {
+  if [ -n "${SLUICE_NODE_BIN:-}" ]; then
+    node_bin=$SLUICE_NODE_BIN
+  else
+    SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
+    node_bin=$root/build/examples/sluice-node
+  fi
+}
+
+# wrk_figures: reads wrk --latency's output and prints "requests rps
+# p50_us p99_us non2xx socket_errors", or nothing when wrk printed no rate.
+wrk_figures() {
+  awk '
+    function us(v) {
+      if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000;
+      if (v ~ /s$/) return v * 1000000; return v }
+    / requests in / { n = $1 }
+    /Requests\/sec/ { rps = $2; seen = 1 }
+    /^ +50%/ { p50 = us($2) }
+    /^ +99%/ { p99 = us($2) }
+    /Non-2xx/ { bad = $5 }
+    /Socket errors/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
+    END { if (seen) printf "%d %.2f %.0f %.0f %d %d\n", n, rps, p50, p99,
+                          bad + 0, err + 0 }'
+}
+
+# measure I CONNECTIONS [MORE...]: sets m_line to the caller's
+# `run I CONNECTIONS MORE...` line, or to "" (with a FAILED line from the
+# caller's `fail`, the target marked down) when target I is down, died
+# meanwhile (the caller's `target_alive I`) or gave wrk no result. Reads
+# the caller's `state`, `names` and `me`. Not in $(...): the mark must stay.
+m_line=
+measure() {
+  local i=$1
+  m_line=
+  [ "${state[i]}" = ok ] || return 0
+  m_line=$(run "$@")
+  if ! target_alive "$i"; then
+    m_line=
+    fail "$i" "died during the run at $2 connection(s)"
+    return 0
+  fi
+  [ -n "$m_line" ] || echo "$me: FAILED: wrk got no result from" \
+    "${names[i]} at $2 connection(s)"
 }

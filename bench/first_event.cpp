@@ -38,6 +38,10 @@
 #include <string_view>
 #include <vector>
 
+#include "parse_long.hpp"
+
+using bench_args::parse_long;
+
 namespace {
 
 using steady = std::chrono::steady_clock;
@@ -268,16 +272,6 @@ private:
   size_t pos_ = 0;
   steady::time_point at_{};
 };
-
-bool parse_long(const char* s, long lo, long hi, long& out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-    return false;
-  out = v;
-  return true;
-}
 
 } // namespace
 

@@ -36,6 +36,7 @@
 # of its log) and "-" in its rows; the run goes on with the others.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+me=http_compare
 secs=${1:-5}
 shift || true
 conns=("$@")
@@ -208,42 +209,17 @@ if [ "${state[0]}" != ok ]; then
   exit 1
 fi
 
-# run PORT CONNECTIONS THREADS -> "rps p50_us p99_us non2xx socket_errors",
+# run I CONNECTIONS THREADS -> "rps p50_us p99_us non2xx socket_errors",
 # empty when wrk printed no rate.
 run() {
   local out
   out=$(wrk -t"$3" -c"$2" -d"${secs}s" --latency -s "$work/post.lua" \
-    "http://127.0.0.1:$1/v1/chat/completions" 2>&1) || true
-  awk '
-    function us(v) {
-      if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000;
-      if (v ~ /s$/) return v * 1000000; return v }
-    /Requests\/sec/ { rps = $2; seen = 1 }
-    /^ +50%/ { p50 = us($2) }
-    /^ +99%/ { p99 = us($2) }
-    /Non-2xx/ { bad = $5 }
-    /Socket errors/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
-    END { if (seen) printf "%.0f %.0f %.0f %d %d\n", rps, p50, p99, bad + 0, err + 0 }
-  ' <<<"$out"
+    "http://127.0.0.1:${ports[$1]}/v1/chat/completions" 2>&1) || true
+  wrk_figures <<<"$out" |
+    awk '{ printf "%.0f %.0f %.0f %d %d\n", $2, $3, $4, $5, $6 }'
 }
-# measure I CONNECTIONS THREADS: sets m_line to the line of run, or to ""
-# (with a FAILED line, the target marked down if it died) when the target
-# is down, died meanwhile or gave wrk no result. Not in $(...): the mark
-# must stay.
-m_line=
-measure() {
-  local i=$1
-  m_line=
-  [ "${state[i]}" = ok ] || return 0
-  m_line=$(run "${ports[i]}" "$2" "$3")
-  if ! alive "${tpids[i]}"; then
-    m_line=
-    fail "$i" "died during the run at $2 connection(s)"
-    return 0
-  fi
-  [ -n "$m_line" ] || echo "http_compare: FAILED: wrk got no result from" \
-    "${names[i]} at $2 connection(s)"
-}
+# target_alive I: target I still runs, for measure.
+target_alive() { alive "${tpids[$1]}"; }
 
 echo "http_compare: ${secs} s per run, wrk -t2, $(nproc) cores, $(date -u +%F)"
 echo "sluice-node variants: ${variants[*]} (tuned, ports $((base + 10))-$((base + 9 + ${#variants[@]}))), default (port $dp)"

@@ -57,8 +57,7 @@ BENCHMARK(breaker_is_open_with_writer);
 
 // Recording an outcome in a closed breaker (count window of 50, 1 in 10
 // failing: stays closed).
-void breaker_record(benchmark::State& st) {
-  breaker_config cfg;
+void record_outcomes(benchmark::State& st, const breaker_config& cfg) {
   breaker_policy p{cfg};
   time_point now{};
   uint64_t i = 0;
@@ -67,19 +66,17 @@ void breaker_record(benchmark::State& st) {
     benchmark::DoNotOptimize(p.record(p.generation(), ++i % 10 == 0, 5ms, now));
   }
 }
+
+void breaker_record(benchmark::State& st) {
+  record_outcomes(st, breaker_config{});
+}
 BENCHMARK(breaker_record);
 
 // The same with a time window (30 one-second buckets).
 void breaker_record_time_window(benchmark::State& st) {
   breaker_config cfg;
   cfg.window = breaker_config::window_kind::time;
-  breaker_policy p{cfg};
-  time_point now{};
-  uint64_t i = 0;
-  for (auto _ : st) {
-    now += 1ms;
-    benchmark::DoNotOptimize(p.record(p.generation(), ++i % 10 == 0, 5ms, now));
-  }
+  record_outcomes(st, cfg);
 }
 BENCHMARK(breaker_record_time_window);
 

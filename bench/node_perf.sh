@@ -86,12 +86,7 @@ if [ "$perf_ok" -eq 0 ]; then
   exit 1
 fi
 
-if [ -n "${SLUICE_NODE_BIN:-}" ]; then
-  node_bin=$SLUICE_NODE_BIN # e.g. an earlier build, for a before/after
-else
-  SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
-  node_bin=$root/build/examples/sluice-node
-fi
+node_binary
 
 base=${SLUICE_BENCH_PORT:-18200}
 up=$base sl=$((base + 1))

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include "parse_long.hpp"
+
 namespace sse_bench {
 
 constexpr size_t max_head_bytes = 64 * 1024;
@@ -185,15 +187,7 @@ inline head_info parse_head(std::string_view head) {
   return h;
 }
 
-inline bool parse_long(const char* s, long lo, long hi, long& out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-    return false;
-  out = v;
-  return true;
-}
+using bench_args::parse_long;
 
 // PORT EVENTS [GAP_US] from the command line, or false (the usage said on
 // stderr).

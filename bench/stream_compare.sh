@@ -99,12 +99,7 @@ if ! command -v g++ >/dev/null 2>&1; then
   exit 1
 fi
 
-if [ -n "${SLUICE_NODE_BIN:-}" ]; then
-  node_bin=$SLUICE_NODE_BIN # e.g. an earlier build, for a before/after
-else
-  SLUICE_TARGETS=sluice-node bash "$root/scripts/build.sh" >/dev/null
-  node_bin=$root/build/examples/sluice-node
-fi
+node_binary
 if ! [ -x "$node_bin" ]; then
   echo "$me: no sluice-node binary at $node_bin" >&2
   exit 1

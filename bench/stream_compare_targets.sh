@@ -5,7 +5,8 @@
 # check of a complete streamed answer, the CPU a target used, one wrk run
 # and its line, and the median of the rounds. Reads the caller's `work`,
 # `body`, `events`, `tag`, `secs`, `clk_tck`, `me` and `pids`, and needs
-# bench/common.sh (alive, why_down, nginx_head) sourced first.
+# bench/common.sh (alive, why_down, nginx_head, wrk_figures, measure) sourced
+# first.
 
 # stream_proxy_conf FILE NAME PORT UPSTREAM_PORT [ACCESS_LOG]: nginx
 # proxy_pass to the upstream, passing the stream through as it comes.
@@ -154,41 +155,17 @@ run() {
   out=$(wrk -t"$threads" -c"$c" -d"${secs}s" --timeout 10s --latency \
     -s "$work/post.lua" "$(url "$i")" 2>&1) || true
   t1=$(ticks "${cp[@]}") || return 0
-  awk -v cpu=$((t1 - t0)) -v hz="$clk_tck" -v ev="$events" '
-    function us(v) {
-      if (v ~ /us$/) return v + 0; if (v ~ /ms$/) return v * 1000;
-      if (v ~ /s$/) return v * 1000000; return v }
-    / requests in / { n = $1 }
-    /Requests\/sec/ { rps = $2; seen = 1 }
-    /^ +50%/ { p50 = us($2) }
-    /^ +99%/ { p99 = us($2) }
-    /Non-2xx/ { bad = $5 }
-    /Socket errors/ { gsub(",", ""); err = $4 + $6 + $8 + $10 }
-    END {
-      if (!seen) exit
+  wrk_figures <<<"$out" | awk -v cpu=$((t1 - t0)) -v hz="$clk_tck" -v ev="$events" '
+    { n = $1
       per = n > 0 ? cpu * 1000000 / hz / (n * ev) : -1
       tick = n > 0 ? 1000000 / hz / (n * ev) : -1
-      printf "%d %.1f %.0f %.0f %d %d %.4f %d %.4f\n", n, rps, p50, p99,
-        bad + 0, err + 0, per, cpu, tick }
-  ' <<<"$out"
+      printf "%d %.1f %.0f %.0f %d %d %.4f %d %.4f\n", n, $2, $3, $4, $5, $6,
+        per, cpu, tick }'
 }
-# measure I CONNECTIONS: sets m_line to run's line, or to "" (with a
-# FAILED line, the target marked down if it died) when the target is down,
-# died meanwhile or gave wrk no result. Not in $(...): the mark must stay.
-m_line=
-measure() {
-  local i=$1
-  m_line=
-  [ "${state[i]}" = ok ] || return 0
-  m_line=$(run "$i" "$2")
-  if ! alive "${tpids[i]}" ||
-    { [ "${kinds[i]}" = nginx ] && [ -z "$(cpu_pids "$i")" ]; }; then
-    m_line=
-    fail "$i" "died during the run at $2 connection(s)"
-    return 0
-  fi
-  [ -n "$m_line" ] || echo "$me: FAILED: wrk got no result from" \
-    "${names[i]} at $2 connection(s)"
+# target_alive I: target I still runs (nginx: a worker too), for measure.
+target_alive() {
+  alive "${tpids[$1]}" &&
+    { [ "${kinds[$1]}" != nginx ] || [ -n "$(cpu_pids "$1")" ]; }
 }
 
 # median: the median of the numbers on stdin ("" when none).

@@ -157,6 +157,7 @@ private:
   void retry_or_fail(const exchange_ptr& ex, boost::beast::error_code ec,
                      const char* step);
   static std::string read_timeout_reason(const exchange& ex);
+  bool retire(const exchange_ptr& ex);
   void fail(const exchange_ptr& ex, policy::outcome_kind kind);
   void finish(const exchange_ptr& ex);
 

@@ -170,14 +170,22 @@ std::string http_client::engine::read_timeout_reason(const exchange& ex) {
                                                   : "timeout: first byte";
 }
 
-void http_client::engine::fail(const exchange_ptr& ex,
-                               policy::outcome_kind kind) {
+// An exchange that ends: out of the active ones and the in-flight count,
+// its alarm cancelled. False when it had already ended (answered once).
+bool http_client::engine::retire(const exchange_ptr& ex) {
   if (!ex->done)
-    return;
+    return false;
   if (active_.erase(ex->id) != 0)
     --stats_->in_flight;
   if (ex->alarm)
     ex->alarm->cancel();
+  return true;
+}
+
+void http_client::engine::fail(const exchange_ptr& ex,
+                               policy::outcome_kind kind) {
+  if (!retire(ex))
+    return;
   if (ex->stream)
     ex->stream->close();
   auto header = ex->reader && ex->reader->header_done();
@@ -191,12 +199,8 @@ void http_client::engine::fail(const exchange_ptr& ex,
 
 // The reading ended (complete, too large, or a framing error).
 void http_client::engine::finish(const exchange_ptr& ex) {
-  if (!ex->done)
+  if (!retire(ex))
     return;
-  if (active_.erase(ex->id) != 0)
-    --stats_->in_flight;
-  if (ex->alarm)
-    ex->alarm->cancel();
   auto& rd = *ex->reader;
   auto status = rd.status();
   if (rd.verdict() == upstream::read_verdict::framing_error) {
