@@ -1,0 +1,71 @@
+#include "sluice/runtime/policy/spend/provider_headroom.hpp"
+
+#include <algorithm>
+
+namespace sluice::policy {
+
+void provider_headroom::lane::take(const limit_lane& l,
+                                   time_point now) noexcept {
+  if (l.empty())
+    return;
+  limit = l.limit;
+  // What is left counts only with the instant it is full again: without
+  // one, holding a call back could hold it for ever.
+  left = l.reset ? l.remaining : std::nullopt;
+  reset_at = now + l.reset.value_or(duration::zero());
+}
+
+bool provider_headroom::lane::known(time_point now) const noexcept {
+  return left.has_value() && now < reset_at;
+}
+
+void provider_headroom::lane::spend(uint64_t n, time_point now) noexcept {
+  if (known(now))
+    left = *left > n ? *left - n : 0;
+}
+
+bool provider_headroom::lane::short_for(uint64_t n,
+                                        time_point now) const noexcept {
+  if (!known(now) || n <= *left)
+    return false;
+  // Larger than the whole limit: never fits, so waiting is no use.
+  return !(limit && n > *limit);
+}
+
+void provider_headroom::observe(const provider_limits& limits,
+                                time_point now) noexcept {
+  requests_.take(limits.requests, now);
+  tokens_.take(limits.token_lane(), now);
+}
+
+provider_headroom::verdict
+provider_headroom::check(uint64_t tokens, time_point now) const noexcept {
+  verdict v;
+  if (requests_.short_for(1, now)) {
+    v.go = false;
+    v.not_before = requests_.reset_at;
+  }
+  if (tokens > 0 && tokens_.short_for(tokens, now)) {
+    v.not_before =
+        v.go ? tokens_.reset_at : std::max(v.not_before, tokens_.reset_at);
+    v.go = false;
+  }
+  return v;
+}
+
+void provider_headroom::sent(uint64_t tokens, time_point now) noexcept {
+  requests_.spend(1, now);
+  tokens_.spend(tokens, now);
+}
+
+std::optional<uint64_t>
+provider_headroom::requests_left(time_point now) const noexcept {
+  return requests_.known(now) ? requests_.left : std::nullopt;
+}
+
+std::optional<uint64_t>
+provider_headroom::tokens_left(time_point now) const noexcept {
+  return tokens_.known(now) ? tokens_.left : std::nullopt;
+}
+
+} // namespace sluice::policy
