@@ -42,6 +42,8 @@ error_info describe(errc x) noexcept {
     return {"permission_denied", -32028, 403, client};
   case errc::config_rejected:
     return {"config_rejected", -32029, 422, client};
+  case errc::insufficient_quota:
+    return {"insufficient_quota", -32030, 429, "insufficient_quota"};
   case errc::end_:
     break;
   }

@@ -62,6 +62,10 @@ enum class errc : uint8_t {
   /// runs on the config it had; the message names the key and line (code
   /// "config_rejected"). JSON -32029, HTTP 422.
   config_rejected,
+  /// A client key's or a route's budget (`budget_usd_per_day` /
+  /// `_per_month`) is spent until its period ends (code and type
+  /// "insufficient_quota", as OpenAI's). JSON -32030, HTTP 429.
+  insufficient_quota,
   /// Not a code: one past the last, so that every code can be listed
   /// (`all_errcs`). New codes go before it.
   end_,

@@ -9,6 +9,7 @@
 #include "sluice/runtime/config/sections.hpp"
 #include "sluice/runtime/config/toml_reader.hpp"
 #include "sluice/runtime/config_error.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
 
 // The sections' readers are in runtime/config/; the default config is
 // runtime/config/default_config.toml (runtime/config/default_config.cpp).
@@ -64,6 +65,49 @@ policy::source_print source_print(const toml::table& t, const source_decl& d) {
                     file_print(d.remote.tls.cert_file) + " " +
                     file_print(d.remote.tls.key_file);
   return out;
+}
+
+// A price for a model no route serves is a typo: refused with its line.
+void check_priced_models(const file_config& cfg, const toml::table& prices) {
+  for (auto&& [k, v] : prices) {
+    std::string model{k.str()};
+    bool served = false;
+    for (auto& r : cfg.routes) {
+      policy::model_rules rules;
+      size_t i = 0;
+      for (auto& e : r.route.models)
+        rules.add(e.pattern, i++);
+      if (r.route.models.empty() || rules.match(model) ||
+          !r.route.sources.empty()) {
+        served = true;
+        break;
+      }
+    }
+    if (!served)
+      throw config_error("prices.\"" + model + "\"",
+                         "no route serves this model (a route's models, or "
+                         "its default sources)",
+                         config::line_of(v));
+  }
+}
+
+// A budget counts money: every model its calls may use needs a price.
+// A route's or a key's budget with no price at all would count nothing.
+void check_budgets_priced(const file_config& cfg) {
+  if (!cfg.node.spend.prices.empty())
+    return;
+  for (auto& k : cfg.node.auth.keys)
+    if (k.spend.has_budget())
+      throw config_error("auth.keys." + k.name + ".budget_usd_per_day",
+                         "a budget needs [prices] for the models it pays "
+                         "for",
+                         k.line);
+  for (auto& r : cfg.routes)
+    if (r.spend.has_budget())
+      throw config_error("routes.\"" + r.route.name + "\".budget_usd_per_day",
+                         "a budget needs [prices] for the models it pays "
+                         "for",
+                         r.line);
 }
 
 } // namespace
@@ -130,17 +174,31 @@ file_config parse_config(std::string_view text, std::string_view origin) {
       auto* rt = routes.table(path);
       cfg.routes.push_back(config::read_route(path, *rt, cfg));
       auto& d = cfg.routes.back();
-      // Its kind's policy as read (a [kinds] table, or the defaults).
-      d.fingerprint = as_text(*rt) + "\n#kind ";
+      if (d.spend.any())
+        cfg.node.spend.routes[path] = d.spend;
+      // Its kind's policy as read (a [kinds] table, or the defaults). Its
+      // tokens and budgets are the node's, not the route's: a change of
+      // them does not build the route again.
+      toml::table runtime_part = *rt;
+      for (auto key : {"tokens_per_minute", "tokens_per_day",
+                       "budget_usd_per_day", "budget_usd_per_month"})
+        runtime_part.erase(key);
+      d.fingerprint = as_text(runtime_part) + "\n#kind ";
       if (auto* kinds = root.get_as<toml::table>("kinds"))
         if (auto* k = kinds->get_as<toml::table>(d.route.kind))
           d.fingerprint += as_text(*k);
     }
     routes.done();
   }
+  if (auto t = top.table("prices")) {
+    table_reader prices{*t, "prices"};
+    config::read_prices(prices, *t, cfg.node.spend.prices);
+    check_priced_models(cfg, *t);
+  }
   top.done();
   if (cfg.routes.empty())
     throw config_error("routes", "needs at least one route", 0);
+  check_budgets_priced(cfg);
   return cfg;
 }
 

@@ -17,10 +17,50 @@
 #include "sluice/runtime/policy/host_port.hpp"
 #include "sluice/runtime/policy/route_config.hpp"
 #include "sluice/runtime/policy/source/source_settings.hpp"
+#include "sluice/runtime/policy/spend/spend.hpp"
 #include "sluice/runtime/remote_source.hpp"
 #include "sluice/runtime/runtime_config.hpp"
 
 namespace sluice {
+
+/// Limits on what calls use and cost in one scope (SPEC §12): a client
+/// key's (`[auth.keys.NAME]`, all its calls) or a route's
+/// (`[routes."PATH"]`, every client's calls on it). A limit not set is 0:
+/// none (the config refuses a 0 written out).
+struct spend_settings {
+  /// Tokens (prompt + completion) per sliding minute and day.
+  uint64_t tokens_per_minute = 0;
+  uint64_t tokens_per_day = 0;
+  /// Dollars per calendar day and month, UTC, at `[prices]`.
+  double budget_usd_per_day = 0;
+  double budget_usd_per_month = 0;
+
+  bool any() const noexcept {
+    return tokens_per_minute != 0 || tokens_per_day != 0 ||
+           budget_usd_per_day != 0 || budget_usd_per_month != 0;
+  }
+  bool has_budget() const noexcept {
+    return budget_usd_per_day != 0 || budget_usd_per_month != 0;
+  }
+  bool operator==(const spend_settings& o) const noexcept {
+    return tokens_per_minute == o.tokens_per_minute &&
+           tokens_per_day == o.tokens_per_day &&
+           budget_usd_per_day == o.budget_usd_per_day &&
+           budget_usd_per_month == o.budget_usd_per_month;
+  }
+};
+
+/// What the node counts calls' use and cost by.
+struct spend_rules {
+  /// `[prices."MODEL"]`, by the model name clients send.
+  std::map<std::string, policy::model_price> prices;
+  /// Route path -> its limits (only routes that set some).
+  std::map<std::string, spend_settings> routes;
+  /// `node.default_max_tokens`: the completion tokens a call reserves
+  /// when its request sets neither `max_tokens` nor
+  /// `max_completion_tokens`.
+  uint64_t default_max_tokens = 1024;
+};
 
 /// One `[auth.keys.NAME]` table: a client key and what it may do.
 struct client_key_config {
@@ -38,6 +78,8 @@ struct client_key_config {
   /// `requests_per_minute`). Over it: 429 rate_limit_exceeded.
   uint32_t requests_per_minute = 0;
   uint32_t burst = 0;
+  /// Its tokens and budgets.
+  spend_settings spend;
   int line = 0;
 };
 
@@ -119,6 +161,8 @@ struct node_settings {
   std::string access_log = "stdout";
   /// `[auth]`.
   auth_settings auth;
+  /// `[prices]`, the routes' limits and `default_max_tokens`.
+  spend_rules spend;
   /// The lines of the keys above that the start's own rules may refuse
   /// (`listen`, `admin_listen`, `access_log`; missing: not in the file).
   std::map<std::string, int> key_lines;
@@ -149,6 +193,9 @@ struct source_decl {
 /// One `[routes."PATH"]` table.
 struct route_decl {
   route_config route;
+  /// Its tokens and budgets (the node's: the route's runtime settings do
+  /// not hold them).
+  spend_settings spend;
   int line = 0;
   /// Its table as TOML and its kind's (see `source_decl::fingerprint`).
   std::string fingerprint;

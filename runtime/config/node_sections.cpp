@@ -160,6 +160,12 @@ void read_node(table_reader& r, node_settings& n) {
       r.fail("admin_idle_timeout_s", "must be in (0, 3600]");
     n.admin_idle_timeout = *x;
   }
+  if (auto x = r.integer("default_max_tokens")) {
+    if (*x < 1 || *x > 10'000'000)
+      r.fail("default_max_tokens", "must be in [1, 10000000]",
+             r.get("default_max_tokens"));
+    n.spend.default_max_tokens = static_cast<uint64_t>(*x);
+  }
   if (auto x = r.string("access_log")) {
     if (x->empty())
       r.fail("access_log", "must be \"stdout\", \"off\" or a file path");
@@ -231,6 +237,7 @@ client_key_config read_key(const std::string& name, const toml::table& t) {
     k.burst = *x;
   if (k.burst > 0 && k.requests_per_minute == 0)
     r.fail("burst", "needs requests_per_minute");
+  read_spend(r, k.spend);
   r.done();
   return k;
 }
@@ -292,12 +299,12 @@ void read_backend(table_reader& r, runtime_config& rc) {
       r.fail("password_env", "environment variable " + *var + " is not set");
     c.password = value;
   }
-  read_fields(r, c,
-              {text_field<&redis_config::key_prefix>("key_prefix"),
-               span_field<&redis_config::connect_timeout>("connect_timeout_ms"),
-               span_field<&redis_config::command_timeout>("command_timeout_ms"),
-               span_field<&redis_config::reconnect_after>(
-                   "reconnect_after_ms")});
+  read_fields(
+      r, c,
+      {text_field<&redis_config::key_prefix>("key_prefix"),
+       span_field<&redis_config::connect_timeout>("connect_timeout_ms"),
+       span_field<&redis_config::command_timeout>("command_timeout_ms"),
+       span_field<&redis_config::reconnect_after>("reconnect_after_ms")});
   read_fields(
       r, rc,
       {span_field<&runtime_config::progress_ttl>("progress_ttl_s"),

@@ -10,8 +10,8 @@
 
 #include <toml++/toml.h>
 
-#include "sluice/runtime/config/toml_reader.hpp"
 #include "sluice/runtime/config/file_config.hpp"
+#include "sluice/runtime/config/toml_reader.hpp"
 
 namespace sluice::config {
 
@@ -20,6 +20,15 @@ void read_node(table_reader& r, node_settings& n);
 
 /// `[auth]` and its `[auth.keys.NAME]` tables.
 void read_auth(table_reader& r, auth_settings& a);
+
+/// A key's or a route's `tokens_per_minute`, `tokens_per_day`,
+/// `budget_usd_per_day` and `budget_usd_per_month`.
+void read_spend(table_reader& r, spend_settings& s);
+
+/// `[prices."MODEL"]` tables: `input`, `output`, `cached_input` dollars
+/// per million tokens.
+void read_prices(table_reader& r, const toml::table& t,
+                 std::map<std::string, policy::model_price>& prices);
 
 /// The rules between `[node]` and `[auth]`, once both are read:
 /// `node.allowed_origins = ["*"]` needs client keys.

@@ -38,6 +38,8 @@ client_key::client_key(client_key_config cfg, tier_handle tier, time_point now)
     q.burst = cfg_.burst > 0 ? cfg_.burst : cfg_.requests_per_minute;
     bucket_.emplace(q, now);
   }
+  if (cfg_.spend.any())
+    spend_ = std::make_shared<spend_scope>("key " + cfg_.name, cfg_.spend);
 }
 
 client_key::client_key(client_key_config cfg, client_key& earlier,
@@ -55,16 +57,28 @@ client_key::client_key(client_key_config cfg, client_key& earlier,
   }
   requests = earlier.requests.load();
   rate_limited = earlier.rate_limited.load();
+  // What it used and spent goes on under its new limits.
+  if (cfg_.spend.any() && earlier.spend_)
+    spend_ = std::make_shared<spend_scope>("key " + cfg_.name, cfg_.spend,
+                                           earlier.spend_.get());
+}
+
+std::optional<policy::limit_state::lane>
+client_key::request_lane(time_point now) {
+  std::lock_guard<std::mutex> guard{mx_};
+  if (!bucket_)
+    return std::nullopt;
+  return policy::limit_state::lane{bucket_->burst(), bucket_->available(now),
+                                   bucket_->until_full(now)};
 }
 
 bool client_key::may_use(std::string_view model) const noexcept {
   if (model.empty()) // the route's default sources: any model only
     return std::find(cfg_.models.begin(), cfg_.models.end(), "*") !=
            cfg_.models.end();
-  return std::any_of(cfg_.models.begin(), cfg_.models.end(),
-                     [&](const std::string& p) {
-                       return policy::glob_match(p, model);
-                     });
+  return std::any_of(
+      cfg_.models.begin(), cfg_.models.end(),
+      [&](const std::string& p) { return policy::glob_match(p, model); });
 }
 
 std::optional<duration> client_key::take(time_point now) {

@@ -15,11 +15,12 @@
 
 #include <boost/beast/http/fields.hpp>
 
-#include "sluice/actors/wire/block_allocator.hpp"
 #include "sluice/actors/tier_owner.hpp"
+#include "sluice/actors/wire/block_allocator.hpp"
 #include "sluice/runtime/config_file.hpp"
-#include "sluice/runtime/policy/time.hpp"
+#include "sluice/runtime/node/spend_ledger.hpp"
 #include "sluice/runtime/policy/source/token_bucket.hpp"
+#include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
 class admission_tiers;
@@ -57,6 +58,13 @@ public:
   /// else how long until the next request would be.
   std::optional<duration> take(time_point now);
 
+  /// Its request rate now, for the x-ratelimit-*-requests headers (none:
+  /// no `requests_per_minute`).
+  std::optional<policy::limit_state::lane> request_lane(time_point now);
+
+  /// Its tokens and budgets; null when it sets none.
+  const std::shared_ptr<spend_scope>& spend() const noexcept { return spend_; }
+
   /// Requests that presented this key, and those refused for its rate.
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> rate_limited{0};
@@ -66,6 +74,7 @@ private:
   tier_handle tier_;
   std::mutex mx_;
   std::optional<policy::token_bucket> bucket_;
+  std::shared_ptr<spend_scope> spend_;
 };
 
 /// What a request's headers present as a key.

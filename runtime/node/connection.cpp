@@ -1,7 +1,7 @@
 #include "sluice/runtime/node/connection.hpp"
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <boost/asio/dispatch.hpp>
@@ -11,8 +11,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 
-#include "sluice/actors/wire/http_head.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/wire/http_head.hpp"
 #include "sluice/actors/wire/piece_pool.hpp"
 #include "sluice/runtime/node/endpoint.hpp"
 #include "sluice/runtime/node/request_access.hpp"
@@ -101,8 +101,8 @@ void connection::fail(const char* where, const char* what) noexcept {
   }
   try {
     log_limited(handler_log, spdlog::level::err,
-                "connection {} from {}: {} threw: {}; closing it", id_, client_addr_,
-                where, what);
+                "connection {} from {}: {} threw: {}; closing it", id_,
+                client_addr_, where, what);
   } catch (...) {
     // the log itself failed: nothing more to do about it
   }
@@ -266,6 +266,7 @@ void connection::on_header(beast::error_code ec) {
 void connection::begin_request() {
   auto& req = parser_->get();
   request_started_ = front_.now();
+  spend_ = call_spend{}; // the last call's reservation was settled
   auto method = req.method_string();
   rec_.method.assign(method.data(), std::min<size_t>(method.size(), 32));
   auto target = req.target();

@@ -29,9 +29,10 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
+#include "sluice/actors/loops/loop_guard.hpp"
 #include "sluice/actors/wire/block_allocator.hpp"
 #include "sluice/actors/wire/handler_memory.hpp"
-#include "sluice/actors/loops/loop_guard.hpp"
+#include "sluice/runtime/node/call_spend.hpp"
 #include "sluice/runtime/node/front_state.hpp"
 #include "sluice/runtime/node/refusal.hpp"
 #include "sluice/runtime/node/responses.hpp"
@@ -239,6 +240,8 @@ private:
   uint64_t watch_seq_ = 0;
   /// A chunked answer (streamed call, or /events) is under way.
   std::optional<sse_stream> sse_;
+  /// The call's tokens and budgets: its reservation, usage and headers.
+  call_spend spend_;
   bool streaming_ = false;
   bool subscribed_ = false;
   /// Cut off by shutdown: its last answer counts in `cutoffs_pending`.
@@ -295,8 +298,9 @@ void connection::hand_to(const std::shared_ptr<post_gate>& gate,
     bool here = false;
     if (c->front_.shared_loops) {
       auto* loop = this_thread_loop();
-      here = loop != nullptr &&
-             &exec.context() == static_cast<boost::asio::execution_context*>(loop);
+      here =
+          loop != nullptr &&
+          &exec.context() == static_cast<boost::asio::execution_context*>(loop);
       if (!here)
         ++c->front_.counters.cross_loop_posts;
     }

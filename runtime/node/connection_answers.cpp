@@ -13,8 +13,8 @@
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/http/error.hpp>
 
-#include "sluice/actors/wire/http_head.hpp"
 #include "sluice/actors/log.hpp"
+#include "sluice/actors/wire/http_head.hpp"
 #include "sluice/actors/wire/piece_pool.hpp"
 #include "sluice/runtime/node/request_access.hpp"
 #include "sluice/runtime/node/request_reading.hpp"
@@ -54,8 +54,13 @@ void connection::refuse(const refusal& r, bool keep_alive) {
     body["error"]["param"] = r.param;
   if (r.retry_after_s)
     body["error"]["retry_after_s"] = std::ceil(*r.retry_after_s);
+  if (r.type != nullptr)
+    body["error"]["type"] = r.type;
   auto res = error_response_from(code, body, keep_alive && !unauthorized,
                                  version_, r.retry_after_s);
+  // A refusal under a limit says where the limits stand, as an answer does.
+  for (auto& [name, value] : spend_.headers())
+    res.set(name, value);
   // A browser opening the dashboard prompts for the admin key, then sends
   // it with the page's own requests.
   if (unauthorized)
@@ -66,13 +71,11 @@ void connection::refuse(const refusal& r, bool keep_alive) {
   write(std::move(res));
 }
 
-refusal
-connection::rate_refusal(std::chrono::duration<double> wait) const {
+refusal connection::rate_refusal(std::chrono::duration<double> wait) const {
   auto per_minute = key_->config().requests_per_minute;
-  auto r = refused(errc::rate_limited, "Rate limit reached for key " +
-                                           key_->name() + ": " +
-                                           std::to_string(per_minute) +
-                                           " requests per minute");
+  auto r = refused(errc::rate_limited,
+                   "Rate limit reached for key " + key_->name() + ": " +
+                       std::to_string(per_minute) + " requests per minute");
   // The bucket's next token is a nanosecond past the instant it is whole
   // (so a timer set to it finds it there): not a second more for the
   // client, who counts in whole seconds.
@@ -112,8 +115,8 @@ void connection::write(response res, then next) {
   size_t sent = 0;
   if (!ec)
     sent = net::write(
-        socket, std::array<net::const_buffer, 2>{net::buffer(head),
-                                                 net::buffer(body)},
+        socket,
+        std::array<net::const_buffer, 2>{net::buffer(head), net::buffer(body)},
         ec);
   if (ec != net::error::would_block && ec != net::error::try_again) {
     // Both strings serve later pieces (an answer's body came from one).
@@ -121,11 +124,9 @@ void connection::write(response res, then next) {
     give_back_piece(std::move(body));
     if (next == then::at_once)
       return after_write(ec, keep);
-    net::post(stream_.get_executor(),
-              [self = shared_from_this(), ec, keep] {
-                self->guarded("writing a response",
-                              [&] { self->after_write(ec, keep); });
-              });
+    net::post(stream_.get_executor(), [self = shared_from_this(), ec, keep] {
+      self->guarded("writing a response", [&] { self->after_write(ec, keep); });
+    });
     return;
   }
   // What is left, alive until the write is over.
@@ -133,16 +134,16 @@ void connection::write(response res, then next) {
     std::string head;
     std::string body;
   };
-  auto out = std::make_shared<outgoing>(
-      outgoing{std::move(head), std::move(body)});
+  auto out =
+      std::make_shared<outgoing>(outgoing{std::move(head), std::move(body)});
   beast::buffers_suffix<std::array<net::const_buffer, 2>> rest{
       std::array<net::const_buffer, 2>{net::buffer(out->head),
                                        net::buffer(out->body)}};
   rest.consume(sent);
   stream_.expires_after(write_timeout);
   net::async_write(stream_, rest,
-                   [self = shared_from_this(), out,
-                    keep](beast::error_code ec, std::size_t) {
+                   [self = shared_from_this(), out, keep](beast::error_code ec,
+                                                          std::size_t) {
                      give_back_piece(std::move(out->head));
                      give_back_piece(std::move(out->body));
                      self->guarded("writing a response",
@@ -177,19 +178,18 @@ void connection::linger_close() {
 
 void connection::drain(size_t dropped) {
   auto sink = std::make_shared<std::array<char, 4096>>();
-  stream_.async_read_some(
-      net::buffer(*sink),
-      [self = shared_from_this(), sink, dropped](beast::error_code ec,
-                                                 std::size_t n) {
-        self->guarded("draining a refused request", [&] {
-          if (ec || dropped + n >= linger_bytes) {
-            beast::error_code ignored;
-            self->stream_.socket().close(ignored);
-            return;
-          }
-          self->drain(dropped + n);
-        });
-      });
+  stream_.async_read_some(net::buffer(*sink),
+                          [self = shared_from_this(), sink,
+                           dropped](beast::error_code ec, std::size_t n) {
+                            self->guarded("draining a refused request", [&] {
+                              if (ec || dropped + n >= linger_bytes) {
+                                beast::error_code ignored;
+                                self->stream_.socket().close(ignored);
+                                return;
+                              }
+                              self->drain(dropped + n);
+                            });
+                          });
 }
 
 void connection::log_access(unsigned status) {
@@ -220,8 +220,8 @@ void connection::on_stream_end(sse_stream::end e) {
     // The client is gone, too slow, or its write timed out.
     ++front_.counters.clients_dropped;
     log_limited(dropped_log, spdlog::level::warn,
-                "dropped stream client {} on {} ({} bytes queued)", client_addr_,
-                route_.empty() ? std::string{"/events"} : route_,
+                "dropped stream client {} on {} ({} bytes queued)",
+                client_addr_, route_.empty() ? std::string{"/events"} : route_,
                 sse_ ? sse_->queued_bytes() : 0);
     if (pending_)
       call_.cancel(); // the governor ends; permits come back

@@ -7,8 +7,8 @@
 #include "sluice/runtime/node/connection.hpp"
 
 #include "sluice/runtime/node/call_setup.hpp"
-#include "sluice/runtime/node/model_list.hpp"
 #include "sluice/runtime/node/client_socket.hpp"
+#include "sluice/runtime/node/model_list.hpp"
 #include "sluice/runtime/node/request_reading.hpp"
 
 namespace sluice::node {
@@ -46,8 +46,8 @@ void connection::list_models(const std::string& id) {
 
 void connection::start_call(const std::string& path) {
   call_options opts;
-  auto session = session_for(request_.base(), key_ ? &key_->name() : nullptr,
-                             id_);
+  auto session =
+      session_for(request_.base(), key_ ? &key_->name() : nullptr, id_);
   if (!session.error.empty())
     return refuse(errc::bad_request, session.error, keep_);
   if (key_) {
@@ -57,7 +57,9 @@ void connection::start_call(const std::string& path) {
     } else {
       opts.session_tier = key_->tier(); // the key is the session
     }
-    if (auto wait = key_->take(front_.now()))
+    auto wait = key_->take(front_.now());
+    spend_.key_limits(key_, front_.now()); // its headers, refused or not
+    if (wait)
       return refuse(rate_refusal(*wait), keep_);
   } else {
     opts.session = std::move(session.name);
@@ -72,6 +74,10 @@ void connection::start_call(const std::string& path) {
   rec_.model = echo_text(plan.model);
   if (plan.error)
     return refuse(plan, keep_);
+  if (auto no = spend_.open(key_, *front_.spend(), path, plan.model,
+                            plan.stream, request_.body(), front_.now(),
+                            std::chrono::system_clock::now()))
+    return refuse(*no, keep_);
   call_request call{path, std::move(request_.body())};
   call.model = std::move(plan.model);
   call.stream = plan.stream;
@@ -92,7 +98,7 @@ void connection::start_call(const std::string& path) {
     // should the scheduler release the governor at once, as when closed).
     auto pending = std::make_shared<std::atomic<uint32_t>>(0);
     auto to_strand = [gate = front_.gate, weak, pending](auto fn,
-                                                          bool at_once_ok) {
+                                                         bool at_once_ok) {
       if (at_once_ok)
         run_or_post(gate, weak, pending, std::move(fn));
       else
@@ -100,21 +106,17 @@ void connection::start_call(const std::string& path) {
     };
     if (call.stream)
       opts.on_chunk = [to_strand](std::string bytes) {
-        to_strand(
-            [bytes = std::move(bytes)](connection& c) mutable {
-              c.on_chunk(std::move(bytes));
-            },
-            true);
+        to_strand([bytes = std::move(bytes)](
+                      connection& c) mutable { c.on_chunk(std::move(bytes)); },
+                  true);
       };
     call_ = front_.rt.call(
         std::move(call),
         [to_strand](call_result r) {
           bool at_once_ok = r.status != call_status::cancelled;
-          to_strand(
-              [r = std::move(r)](connection& c) mutable {
-                c.on_result(std::move(r));
-              },
-              at_once_ok);
+          to_strand([r = std::move(r)](
+                        connection& c) mutable { c.on_result(std::move(r)); },
+                    at_once_ok);
         },
         opts);
   } catch (const std::exception& e) {
@@ -177,13 +179,20 @@ void connection::on_result(call_result r) {
       rec_.won_attempt = static_cast<uint32_t>(i + 1);
   }
   rec_.error = access_error(r);
+  spend_.close(r, front_.now(), std::chrono::system_clock::now());
   if (closed_ || r.status == call_status::cancelled) {
     log_access(client_closed_status);
     return close();
   }
-  if (!streaming_)
-    return write(render(r, keep_, version_), then::at_once);
+  if (!streaming_) {
+    auto res = render(r, keep_, version_);
+    for (auto& [name, value] : spend_.headers())
+      res.set(name, value);
+    return write(std::move(res), then::at_once);
+  }
   // The stream is under way: end it, with an error event if it broke.
+  if (auto rest = spend_.flush(); !rest.empty())
+    sse_->push(std::move(rest));
   if (!r.ok())
     sse_->push(stream_error_frame(r));
   sse_->finish();
@@ -223,9 +232,11 @@ void connection::on_chunk(std::string bytes) {
     sse_.emplace(stream_, answer_stream_budget,
                  [this](sse_stream::end e) { on_stream_end(e); });
     sse_->start(shared_from_this(), keep_, version_, rec_.request_id,
-                cors_origin_);
+                cors_origin_, &spend_.headers());
   }
-  sse_->push(std::move(bytes));
+  spend_.on_piece(bytes);
+  if (!bytes.empty())
+    sse_->push(std::move(bytes));
 }
 
 } // namespace sluice::node

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "sluice/actors/log.hpp"
+#include "sluice/runtime/node/client_socket.hpp"
 #include "sluice/runtime/node/dashboard_assets.hpp"
 #include "sluice/runtime/node/operator_action.hpp"
-#include "sluice/runtime/node/client_socket.hpp"
 #include "sluice/runtime/node/request_reading.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
@@ -74,8 +74,8 @@ void connection::admin_action(const std::string& rest) {
     return refuse(errc::not_found, "no source " + echo_text(parsed.source),
                   keep_);
   log_limited(admin_log, spdlog::level::warn,
-              "operator action from {}: {} the breaker of source {}", client_addr_,
-              parsed.action_name, parsed.source);
+              "operator action from {}: {} the breaker of source {}",
+              client_addr_, parsed.action_name, parsed.source);
   keep_pending();
   std::weak_ptr<connection> weak = shared_from_this();
   // Should the spawn throw (no memory), the connection is no longer kept.
@@ -148,21 +148,22 @@ void connection::admin_reload() {
     }
     try {
       post_to(gate, weak, [out, draining](connection& c) {
-      c.forget_pending();
-      if (!out)
-        return c.refuse(errc::overloaded, "the config reload failed", c.keep_);
-      if (!out->ok) {
-        auto body = error_body(errc::config_rejected,
-                               "config reload refused; the node runs on "
-                               "generation " +
-                                   std::to_string(out->generation) + ": " +
-                                   out->error);
-        body["error"]["generation"] = out->generation;
-        return c.write(
-            error_response_from(errc::config_rejected, body, c.keep_, c.version_));
-      }
-      c.write(make_response(200, json_text(reload_json(*out, draining)),
-                            c.keep_, c.version_));
+        c.forget_pending();
+        if (!out)
+          return c.refuse(errc::overloaded, "the config reload failed",
+                          c.keep_);
+        if (!out->ok) {
+          auto body = error_body(errc::config_rejected,
+                                 "config reload refused; the node runs on "
+                                 "generation " +
+                                     std::to_string(out->generation) + ": " +
+                                     out->error);
+          body["error"]["generation"] = out->generation;
+          return c.write(error_response_from(errc::config_rejected, body,
+                                             c.keep_, c.version_));
+        }
+        c.write(make_response(200, json_text(reload_json(*out, draining)),
+                              c.keep_, c.version_));
       });
     } catch (...) { // no memory for the post: the client's read times out
     }

@@ -4,9 +4,9 @@
 // runtime, settings, counters, the connection registry and the loops.
 
 #include <atomic>
-#include <functional>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,13 +26,14 @@
 #include "sluice/runtime/config_file.hpp"
 #include "sluice/runtime/config_reload.hpp"
 #include "sluice/runtime/http_front.hpp"
-#include "sluice/runtime/policy/time.hpp"
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
 #include "sluice/runtime/node/event_hub.hpp"
 #include "sluice/runtime/node/metrics.hpp"
 #include "sluice/runtime/node/model_list.hpp"
+#include "sluice/runtime/node/spend_ledger.hpp"
 #include "sluice/runtime/policy/admission/connection_cap.hpp"
+#include "sluice/runtime/policy/time.hpp"
 #include "sluice/runtime/runtime.hpp"
 
 namespace sluice::node {
@@ -72,7 +73,9 @@ struct post_gate {
 /// accepts when descriptors run out.
 struct loop_listener {
   loop_listener(boost::asio::io_context& loop, size_t index)
-      : acceptor(loop), backoff(loop), index(index) {
+      : acceptor(loop)
+      , backoff(loop)
+      , index(index) {
     // nop
   }
   /// On its loop: stops accepting (and the back-off's restart).
@@ -95,6 +98,7 @@ struct front_state {
       : rt(r)
       , settings(s)
       , keys_now(std::make_shared<const client_keys>(s.auth, r.tiers()))
+      , spend_now(std::make_shared<const spend_book>(s.spend))
       , access(s.access_log)
       , events(s.max_event_subscribers)
       , shared_loops(!shared.empty())
@@ -142,9 +146,10 @@ struct front_state {
   time_point now() const { return clock(); }
   node_settings settings;
   /// When the front started, Unix seconds (`created` in /v1/models).
-  int64_t started_unix = std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
+  int64_t started_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count();
   /// Client keys (`[auth]`) and the admin key, swapped whole by a config
   /// reload: a request reads them once and holds what it read.
   std::shared_ptr<const client_keys> keys() const {
@@ -154,6 +159,15 @@ struct front_state {
     std::atomic_store(&keys_now, std::move(k));
   }
   std::shared_ptr<const client_keys> keys_now;
+  /// The routes' tokens and budgets and the price table, swapped whole by
+  /// a config reload (each route's counts carried over).
+  std::shared_ptr<const spend_book> spend() const {
+    return std::atomic_load(&spend_now);
+  }
+  void set_spend(std::shared_ptr<const spend_book> b) {
+    std::atomic_store(&spend_now, std::move(b));
+  }
+  std::shared_ptr<const spend_book> spend_now;
   /// Config reload (`POST /admin/reload`, /status `config`); null: not
   /// served. `reloading`: one runs now (a second is refused). The thread
   /// of the last one, joined by the next and by shutdown, which closes

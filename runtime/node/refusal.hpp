@@ -23,6 +23,9 @@ struct refusal {
   /// When to come back (`Retry-After` and the body's `retry_after_s`;
   /// none: a 503's one second, else no header).
   std::optional<double> retry_after_s;
+  /// The error's `type`, where it is not the code's own (OpenAI's "tokens"
+  /// for a token limit; null: the code's).
+  const char* type = nullptr;
 };
 
 /// A `Decision` (derived from `refusal`) that refuses with `code`.

@@ -294,6 +294,9 @@ void http_front::serve_reloads(config_reloader& reloader) {
     auto old = state->keys();
     state->set_keys(std::make_shared<const node::client_keys>(
         next.node.auth, state->rt.tiers(), old.get()));
+    auto old_spend = state->spend();
+    state->set_spend(std::make_shared<const node::spend_book>(next.node.spend,
+                                                              old_spend.get()));
     // /events: the listener subscribes to the breakers it does not have.
     for (auto& s : state->rt.sources())
       caf::anon_send(state->event_relay, subscribe_atom_v, s.breaker.actor);

@@ -18,14 +18,14 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace net = boost::asio;
 
-
-void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
-                       unsigned version, const std::string& request_id,
-                       const std::string& allow_origin) {
+void sse_stream::start(
+    std::shared_ptr<void> owner, bool keep_alive, unsigned version,
+    const std::string& request_id, const std::string& allow_origin,
+    const std::vector<std::pair<std::string, std::string>>* extra_headers) {
   owner_ = owner;
   started_ = true;
   http::response<http::empty_body, http_fields> header{http::status::ok,
-                                                      version};
+                                                       version};
   header.set(http::field::server, "sluice-node");
   header.set(http::field::content_type, "text/event-stream");
   header.set(http::field::cache_control, "no-cache");
@@ -33,6 +33,9 @@ void sse_stream::start(std::shared_ptr<void> owner, bool keep_alive,
     header.set("X-Request-Id", request_id);
   if (!allow_origin.empty())
     set_cors_headers(header, allow_origin);
+  if (extra_headers != nullptr)
+    for (auto& [name, value] : *extra_headers)
+      header.set(name, value);
   header.keep_alive(keep_alive);
   header.chunked(true);
   // The status line, the fields and the blank line, kept as bytes: they
@@ -49,8 +52,7 @@ bool ends_stream(const std::string& frame) {
   std::string_view f{frame};
   while (!f.empty() && (f.back() == '\n' || f.back() == '\r'))
     f.remove_suffix(1);
-  if (f.size() < done.size() ||
-      f.substr(f.size() - done.size()) != done)
+  if (f.size() < done.size() || f.substr(f.size() - done.size()) != done)
     return false;
   f.remove_suffix(done.size());
   return f.empty() || f.back() == '\n';
@@ -206,10 +208,11 @@ void sse_stream::write_queued(std::shared_ptr<void> owner) {
   for (auto& f : queue_)
     bytes += f.size();
   if (bytes > 0) {
-    buffers_.emplace_back(net::buffer(size_line_.data(),
-                                      chunk_size_line(bytes, size_line_)));
+    buffers_.emplace_back(
+        net::buffer(size_line_.data(), chunk_size_line(bytes, size_line_)));
     for (auto& f : queue_)
-      buffers_.emplace_back(net::buffer(f)); // the strings move, not their bytes
+      buffers_.emplace_back(
+          net::buffer(f)); // the strings move, not their bytes
     buffers_.emplace_back(net::buffer(crlf, 2));
   }
   bool last = finishing_;
@@ -256,13 +259,12 @@ void sse_stream::write_queued(std::shared_ptr<void> owner) {
   }
   async_written_ = true;
   stream_.expires_after(stream_write_timeout);
-  net::async_write(stream_,
-                   buffer_span{buffers_.data() + from, buffers_.size() - from},
-                   bind_memory(write_memory_,
-                               [this, owner = std::move(owner),
-                                bytes](beast::error_code ec, std::size_t) {
-                                 on_written(ec, bytes);
-                               }));
+  net::async_write(
+      stream_, buffer_span{buffers_.data() + from, buffers_.size() - from},
+      bind_memory(write_memory_, [this, owner = std::move(owner),
+                                  bytes](beast::error_code ec, std::size_t) {
+        on_written(ec, bytes);
+      }));
 }
 
 void sse_stream::on_written(beast::error_code ec, size_t frames_bytes) {

@@ -71,7 +71,9 @@ public:
   /// pages (`set_cors_headers`).
   void start(std::shared_ptr<void> owner, bool keep_alive, unsigned version,
              const std::string& request_id = {},
-             const std::string& allow_origin = {});
+             const std::string& allow_origin = {},
+             const std::vector<std::pair<std::string, std::string>>*
+                 extra_headers = nullptr);
 
   /// Queues `frame` (one or more whole SSE events). Drops the client when
   /// the queue would pass the budget. A frame ending a stream (its last

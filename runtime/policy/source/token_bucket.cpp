@@ -41,6 +41,17 @@ bool token_bucket::try_take(time_point now) noexcept {
   return true;
 }
 
+uint32_t token_bucket::available(time_point now) noexcept {
+  refill(now);
+  return static_cast<uint32_t>(std::floor(tokens_));
+}
+
+duration token_bucket::until_full(time_point now) noexcept {
+  refill(now);
+  std::chrono::duration<double> wait{(cfg_.burst - tokens_) / cfg_.rate_per_s};
+  return std::chrono::duration_cast<duration>(wait);
+}
+
 time_point token_bucket::next_token(time_point now) noexcept {
   refill(now);
   if (tokens_ >= 1.0)

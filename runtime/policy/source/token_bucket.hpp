@@ -25,6 +25,13 @@ public:
   /// Takes a token if one is available at `now`.
   bool try_take(time_point now) noexcept;
 
+  /// Whole tokens available at `now`, and how long until the bucket is
+  /// full (OpenAI's `x-ratelimit-remaining-requests` and `-reset-requests`).
+  uint32_t available(time_point now) noexcept;
+  duration until_full(time_point now) noexcept;
+
+  uint32_t burst() const noexcept { return cfg_.burst; }
+
   /// The earliest instant a token is available (`now` if one is).
   time_point next_token(time_point now) noexcept;
 

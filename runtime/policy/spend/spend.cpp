@@ -130,12 +130,16 @@ sys_clock::time_point period_end(budget_period p,
 }
 
 spend_budget::spend_budget(money limit, budget_period period)
-    : limit_(limit)
-    , period_(period) {
+    : period_(period) {
+  set_limit(limit);
+}
+
+void spend_budget::set_limit(money limit) {
   if (limit == 0)
     throw field_error("limit", "must be more than 0 dollars");
   if (limit > money_saturation)
     throw field_error("limit", "must be at most 1000000000 dollars");
+  limit_ = limit;
 }
 
 void spend_budget::roll(sys_clock::time_point now) noexcept {

@@ -85,6 +85,10 @@ public:
   /// `limit` > 0.
   spend_budget(money limit, budget_period period);
 
+  /// A new limit (a config reload): what was spent and reserved stays
+  /// counted against it. Same rule as the constructor's.
+  void set_limit(money limit);
+
   grant reserve(money estimate, std::chrono::system_clock::time_point now);
   void settle(money reserved, money cost,
               std::chrono::system_clock::time_point now);

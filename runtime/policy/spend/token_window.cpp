@@ -18,6 +18,12 @@ token_window::token_window(uint64_t limit, duration period)
   buckets_.reserve(token_window_buckets);
 }
 
+void token_window::set_limit(uint64_t limit) {
+  if (limit == 0)
+    throw field_error("limit", "must be at least 1 token");
+  limit_ = limit;
+}
+
 uint64_t token_window::add(uint64_t a, uint64_t b) noexcept {
   return a > std::numeric_limits<uint64_t>::max() - b
              ? std::numeric_limits<uint64_t>::max()

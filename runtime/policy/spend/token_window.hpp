@@ -44,6 +44,10 @@ public:
   /// `limit` > 0 tokens per `period` > 0.
   token_window(uint64_t limit, duration period);
 
+  /// A new limit (a config reload): what was used and reserved stays
+  /// counted against it. `limit` > 0.
+  void set_limit(uint64_t limit);
+
   /// Reserves `n` tokens at `now`.
   grant reserve(uint64_t n, time_point now);
 

@@ -40,3 +40,17 @@ TEST_CASE("nonsense quotas are refused, naming the field") {
   CHECK_THROWS_WITH(validate(quota_config{1.0, 0}),
                     Catch::StartsWith("burst:"));
 }
+
+TEST_CASE("a token bucket says what is left and when it is full again") {
+  token_bucket b{{2.0, 4}, t0}; // 2 per second, bursts of 4
+  CHECK(b.available(t0) == 4);
+  CHECK(b.until_full(t0) == duration::zero());
+  CHECK(b.try_take(t0));
+  CHECK(b.try_take(t0));
+  CHECK(b.try_take(t0));
+  CHECK(b.available(t0) == 1);
+  CHECK(b.until_full(t0) == duration{1500ms});
+  CHECK(b.available(t0 + 500ms) == 2);
+  CHECK(b.until_full(t0 + 1500ms) == duration::zero());
+  CHECK(b.burst() == 4);
+}

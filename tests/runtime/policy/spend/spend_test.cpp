@@ -121,3 +121,15 @@ TEST_CASE("spend budget: passed only by what calls in flight cost beyond "
   CHECK_THROWS_WITH((spend_budget{0, budget_period::day}),
                     Catch::StartsWith("limit:"));
 }
+
+TEST_CASE("spend budget: a new limit keeps what was spent") {
+  spend_budget b{to_money(10), budget_period::day};
+  auto now = utc(2026, 12, 5, 12);
+  REQUIRE(b.reserve(to_money(4), now).ok);
+  b.settle(to_money(4), to_money(4), now);
+  b.set_limit(to_money(5));
+  CHECK(b.spent(now) == to_money(4));
+  CHECK(b.reserve(to_money(1), now).ok);
+  CHECK_FALSE(b.reserve(1, now).ok);
+  CHECK_THROWS_WITH(b.set_limit(0), Catch::StartsWith("limit:"));
+}

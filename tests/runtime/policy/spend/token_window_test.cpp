@@ -107,3 +107,18 @@ TEST_CASE("token window: a limit of 0 or a period under a bucket's width "
   CHECK_THROWS_WITH((token_window{10, duration{10}}),
                     Catch::StartsWith("period:"));
 }
+
+TEST_CASE("token window: a new limit keeps what was used and reserved") {
+  token_window w{1000, 60s};
+  REQUIRE(w.reserve(300, t0).ok);
+  w.settle(0, 500, t0);
+  w.set_limit(900);
+  CHECK(w.limit() == 900);
+  CHECK(w.remaining(t0) == 100);
+  CHECK_FALSE(w.reserve(101, t0).ok);
+  w.set_limit(700); // below what is taken: nothing left, nothing lost
+  CHECK(w.remaining(t0) == 0);
+  CHECK(w.used(t0) == 500);
+  CHECK(w.in_flight() == 300);
+  CHECK_THROWS_WITH(w.set_limit(0), Catch::StartsWith("limit:"));
+}

@@ -1,0 +1,172 @@
+#include "sluice/runtime/node/call_spend.hpp"
+
+#include <cmath>
+
+#include "sluice/actors/usage.hpp"
+
+namespace sluice::node {
+
+namespace {
+
+std::string per(const char* limit) {
+  std::string_view l{limit};
+  if (l == "tokens_per_minute")
+    return "tokens per min (TPM)";
+  if (l == "tokens_per_day")
+    return "tokens per day (TPD)";
+  if (l == "budget_usd_per_day")
+    return "budget per day";
+  return "budget per month";
+}
+
+std::string whole(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+std::string dollars(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+refusal refusal_of(const spend_scope& scope, const spend_scope::verdict& v,
+                   uint64_t requested) {
+  using why = spend_scope::refused;
+  if (v.why == why::quota) {
+    auto r = refused(errc::insufficient_quota,
+                     "You exceeded the " + per(v.limit) + " of " +
+                         scope.name() + " ($" + dollars(v.limit_value) +
+                         "); it is whole again at the period's end (UTC)");
+    r.retry_after_s = std::chrono::duration<double>(v.retry_after).count();
+    return r;
+  }
+  if (v.why == why::too_large) {
+    auto r = refused(errc::rate_limited,
+                     "Request too large for " + scope.name() + " on " +
+                         per(v.limit) + ": Limit " + whole(v.limit_value) +
+                         ", Requested " + std::to_string(requested) +
+                         ". Send fewer tokens or a lower max_tokens.");
+    r.type = "tokens";
+    return r;
+  }
+  auto r = refused(errc::rate_limited,
+                   "Rate limit reached for " + scope.name() + " on " +
+                       per(v.limit) + ": Limit " + whole(v.limit_value) +
+                       ", Requested " + std::to_string(requested) + ".");
+  r.type = "tokens";
+  // Zero: only calls in flight stand in the way; their ends free it.
+  r.retry_after_s =
+      std::max(1.0, std::chrono::duration<double>(v.retry_after).count());
+  return r;
+}
+
+} // namespace
+
+std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
+                                        const std::string& route,
+                                        const std::string& model, bool stream,
+                                        std::string& body, time_point now,
+                                        wall_time wall) {
+  std::vector<std::shared_ptr<spend_scope>> scopes;
+  if (key != nullptr && key->spend())
+    scopes.push_back(key->spend());
+  auto route_scope = book.route(route);
+  if (route_scope)
+    scopes.push_back(route_scope);
+  if (scopes.empty()) {
+    if (key != nullptr)
+      set_headers(key, nullptr, now);
+    return std::nullopt;
+  }
+  estimate_rules rules;
+  rules.default_completion = book.default_max_tokens();
+  estimate_ = estimate_request(body, rules);
+  bool budgeted = false;
+  for (auto& s : scopes)
+    budgeted = budgeted || s->settings().has_budget();
+  if (auto* p = book.price(model))
+    price_ = *p;
+  if (budgeted && !price_) {
+    for (auto& s : scopes)
+      if (s->settings().has_budget())
+        return refused(errc::forbidden,
+                       "model '" + model + "' has no price in [prices], and " +
+                           s->name() + " has a budget that must count it",
+                       "model");
+  }
+  auto cost = price_ ? policy::cost_of(estimate_, *price_) : 0;
+  auto tokens = estimate_.total();
+  std::vector<std::shared_ptr<spend_scope>> held;
+  for (auto& s : scopes) {
+    auto v = s->reserve(tokens, cost, now, wall);
+    if (v.why != spend_scope::refused::none) {
+      for (auto& h : held)
+        h->settle(tokens, 0, cost, 0, now, wall);
+      set_headers(key, route_scope.get(), now);
+      return refusal_of(*s, v, tokens);
+    }
+    held.push_back(s);
+  }
+  hold_.hold(std::move(held), tokens, cost);
+  if (stream) {
+    auto asked = ask_for_usage(body);
+    if (asked.added)
+      body = std::move(asked.body);
+    stream_.emplace(asked.added);
+  }
+  set_headers(key, route_scope.get(), now);
+  return std::nullopt;
+}
+
+void call_spend::set_headers(client_key* key, const spend_scope* route_scope,
+                             time_point now) {
+  policy::limit_state st;
+  if (key != nullptr) {
+    st.requests = key->request_lane(now);
+    if (key->spend())
+      st.tokens = key->spend()->token_lane(now);
+  }
+  if (route_scope != nullptr)
+    if (auto l = route_scope->token_lane(now))
+      if (!st.tokens || l->remaining < st.tokens->remaining)
+        st.tokens = l;
+  headers_ = policy::limit_headers(st);
+}
+
+void call_spend::on_piece(std::string& piece) {
+  relayed_bytes_ += piece.size();
+  if (stream_)
+    stream_->feed(piece);
+}
+
+std::string call_spend::flush() {
+  return stream_ ? stream_->flush() : std::string{};
+}
+
+void call_spend::close(const call_result& r, time_point now, wall_time wall) {
+  if (!hold_.active())
+    return;
+  if (r.streamed && stream_)
+    usage_ = stream_->usage();
+  else if (!r.streamed && !r.body.empty())
+    usage_ = read_usage(r.body);
+  bool answered = r.ok() || r.status == call_status::upstream_error;
+  if (!usage_ && answered) {
+    // No usage said: the request's prompt estimate, and the answer's
+    // bytes as completion tokens at the estimate's rate.
+    estimate_rules rules;
+    policy::token_usage u;
+    u.prompt = estimate_.prompt;
+    auto bytes = r.streamed ? relayed_bytes_ : r.body.size();
+    u.completion = (bytes + rules.bytes_per_token - 1) / rules.bytes_per_token;
+    u.estimated = true;
+    usage_ = u;
+  }
+  auto used = usage_ ? *usage_ : policy::token_usage{};
+  cost_ = price_ ? policy::cost_of(used, *price_) : 0;
+  hold_.settle(used.total(), cost_, now, wall);
+}
+
+} // namespace sluice::node
