@@ -81,7 +81,7 @@ TEST_CASE("token ledger: under many concurrent nodes the reservations in "
 }
 
 TEST_CASE("token ledger: a node that stops leaks its reservations for one "
-          "TTL at most; renewed ones stay",
+          "TTL at most, and renewed ones stay",
           "[redis]") {
   test_redis server;
   redis_client ca{server.config()}, cb{server.config()};

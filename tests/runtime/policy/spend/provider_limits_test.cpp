@@ -80,7 +80,7 @@ TEST_CASE("provider limits: Anthropic's reset instants, from now") {
 }
 
 TEST_CASE("provider limits: OpenAI's headers fill the requests and tokens "
-          "lanes, in any case; others are ignored") {
+          "lanes, in any case, and others are ignored") {
   auto l = read({{"x-ratelimit-limit-requests", "500"},
                  {"X-RateLimit-Remaining-Requests", "499"},
                  {"x-ratelimit-reset-requests", "120ms"},
