@@ -251,10 +251,16 @@ caf::behavior sim_behavior(sim_actor* self, sim_config cfg,
               shaped.kind == sim::openai_request::shape::chat
                   ? sim::chat_events(shaped, id, unix_now(), stream_chunks)
                   : generic_events(id);
+          // With no latency at all, in the mailbox ahead of the reply (a
+          // delayed send of zero would go through the clock and come after
+          // it: the stream was only `[DONE]`).
           auto n = static_cast<int>(pa.events.size());
           for (int k = 0; k < n; ++k)
-            self->delayed_send(self, latency * (k + 1) / (n + 1),
-                               sim_chunk_atom_v, id, k);
+            if (latency == duration::zero())
+              self->send(self, sim_chunk_atom_v, id, k);
+            else
+              self->delayed_send(self, latency * (k + 1) / (n + 1),
+                                 sim_chunk_atom_v, id, k);
         }
         st.pending.add(self, id, std::move(pa));
         // A zero latency answers without the clock thread.

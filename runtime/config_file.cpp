@@ -91,6 +91,12 @@ void check_priced_models(const file_config& cfg, const toml::table& prices) {
   }
 }
 
+// The key a budget is set by, for a refusal that names it.
+const char* budget_key(const spend_settings& s) {
+  return s.budget_usd_per_day != 0 ? "budget_usd_per_day"
+                                   : "budget_usd_per_month";
+}
+
 // A budget counts money: every model its calls may use needs a price.
 // A route's or a key's budget with no price at all would count nothing.
 void check_budgets_priced(const file_config& cfg) {
@@ -98,13 +104,14 @@ void check_budgets_priced(const file_config& cfg) {
     return;
   for (auto& k : cfg.node.auth.keys)
     if (k.spend.has_budget())
-      throw config_error("auth.keys." + k.name + ".budget_usd_per_day",
+      throw config_error("auth.keys." + k.name + "." + budget_key(k.spend),
                          "a budget needs [prices] for the models it pays "
                          "for",
                          k.line);
   for (auto& r : cfg.routes)
     if (r.spend.has_budget())
-      throw config_error("routes.\"" + r.route.name + "\".budget_usd_per_day",
+      throw config_error("routes.\"" + r.route.name + "\"." +
+                             budget_key(r.spend),
                          "a budget needs [prices] for the models it pays "
                          "for",
                          r.line);

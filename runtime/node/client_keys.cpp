@@ -135,7 +135,8 @@ namespace {
 bool same_settings(const client_key_config& a, const client_key_config& b) {
   return a.name == b.name && same_digest(a.digest, b.digest) &&
          a.models == b.models && a.max_concurrent == b.max_concurrent &&
-         a.requests_per_minute == b.requests_per_minute && a.burst == b.burst;
+         a.requests_per_minute == b.requests_per_minute && a.burst == b.burst &&
+         a.spend == b.spend;
 }
 
 } // namespace

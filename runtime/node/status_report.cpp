@@ -150,6 +150,32 @@ json healthz_json(front_state& front) {
   return {{"status", "degraded"}, {"broken_sources", std::move(why)}};
 }
 
+// A key's or a route's tokens and spend against its limits (SPEC §12).
+json spend_json(const spend_scope& scope, time_point now, wall_time wall) {
+  auto& s = scope.settings();
+  auto f = scope.read(now, wall);
+  auto usd = [](policy::money m) {
+    return static_cast<double>(m) / policy::money_per_dollar;
+  };
+  json j = {{"tokens_in_flight", f.tokens_in_flight}};
+  if (s.tokens_per_minute != 0)
+    j["tokens_per_minute"] = {{"limit", s.tokens_per_minute},
+                              {"used", f.tokens_minute}};
+  if (s.tokens_per_day != 0)
+    j["tokens_per_day"] = {{"limit", s.tokens_per_day}, {"used", f.tokens_day}};
+  if (s.budget_usd_per_day != 0)
+    j["budget_usd_per_day"] = {
+        {"limit", s.budget_usd_per_day},
+        {"spent", usd(f.spent_day)},
+        {"left", std::max(0.0, s.budget_usd_per_day - usd(f.spent_day))}};
+  if (s.budget_usd_per_month != 0)
+    j["budget_usd_per_month"] = {
+        {"limit", s.budget_usd_per_month},
+        {"spent", usd(f.spent_month)},
+        {"left", std::max(0.0, s.budget_usd_per_month - usd(f.spent_month))}};
+  return j;
+}
+
 json status_json(front_state& front, json scopes) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
   // ids themselves, which a client could use to join another's session.
@@ -172,6 +198,15 @@ json status_json(front_state& front, json scopes) {
       entry["requests_per_minute"] = k->config().requests_per_minute;
     keys[k->name()] = std::move(entry);
   }
+  // Tokens and spend, per key and per route, against their limits.
+  auto now = front.now();
+  auto wall = std::chrono::system_clock::now();
+  json spend = {{"keys", json::object()}, {"routes", json::object()}};
+  for (auto& k : key_set->all())
+    if (k->spend())
+      spend["keys"][k->name()] = spend_json(*k->spend(), now, wall);
+  for (auto& [path, scope] : front.spend()->routes())
+    spend["routes"][path] = spend_json(*scope, now, wall);
   json connections = json::object();
   {
     std::lock_guard<std::mutex> guard{front.connections_mx};
@@ -191,23 +226,21 @@ json status_json(front_state& front, json scopes) {
     auto t = s.tier->load();
     // A source whose actors died is never reported healthy.
     auto dead = broken.find(s.name);
-    sources.push_back({{"name", s.name},
-                       {"health", dead == broken.end() ? "ok" : "broken"},
-                       {"held_past_ejection_limit",
-                        front.rt.ejections().with(
-                            [&](auto& l) { return l.held(s.name); })},
-                       {"broken_reason", dead == broken.end()
-                                             ? json(nullptr)
-                                             : json(dead->second)},
-                       {"breaker",
-                        {{"state", std::string{policy::to_string(b.state)}},
-                         {"generation", b.generation}}},
-                       {"aimd_limit", s.tier->cap()},
-                       {"in_flight", t.in_use},
-                       {"attempts_by_outcome",
-                        figures.attempts.count(s.name) > 0
-                            ? json(figures.attempts[s.name])
-                            : json::object()}});
+    sources.push_back(
+        {{"name", s.name},
+         {"health", dead == broken.end() ? "ok" : "broken"},
+         {"held_past_ejection_limit",
+          front.rt.ejections().with([&](auto& l) { return l.held(s.name); })},
+         {"broken_reason",
+          dead == broken.end() ? json(nullptr) : json(dead->second)},
+         {"breaker",
+          {{"state", std::string{policy::to_string(b.state)}},
+           {"generation", b.generation}}},
+         {"aimd_limit", s.tier->cap()},
+         {"in_flight", t.in_use},
+         {"attempts_by_outcome", figures.attempts.count(s.name) > 0
+                                     ? json(figures.attempts[s.name])
+                                     : json::object()}});
     // An https:// source: whether it verifies (false is an explicit
     // opt-out an operator must see) and its handshakes.
     auto http = front.rt.find_http_source(s.name);
@@ -270,6 +303,7 @@ json status_json(front_state& front, json scopes) {
           {"config", config_json(front)},
           {"tiers", std::move(tiers)},
           {"retry_budgets", std::move(budgets)},
+          {"spend", std::move(spend)},
           {"ejection_limits", std::move(ejection)},
           {"breaker_relay", std::move(relay)},
           {"calls", calls_json(figures)},
@@ -347,12 +381,11 @@ std::string breaker_snapshot_frame(front_state& front) {
                      front.settings.events_ping)
                      .count();
   auto text = json_text(json{{"breakers", std::move(breakers)},
-                              {"started_ms", front.started_unix * 1000},
-                              {"ping_ms", ping_ms}});
+                             {"started_ms", front.started_unix * 1000},
+                             {"ping_ms", ping_ms}});
   text.pop_back(); // the object's closing brace
-  return "event: snapshot\ndata: " + text + ",\"history\":" +
-         front.transitions.json_array(front.now()) +
-         "}\n\n";
+  return "event: snapshot\ndata: " + text +
+         ",\"history\":" + front.transitions.json_array(front.now()) + "}\n\n";
 }
 
 std::string breaker_event_json(const breaker_event& ev) {

@@ -11,7 +11,9 @@
 // the upstream finished writing (pass-through, not buffered); (c) an upstream
 // 400 reaches the client with its status and body; (d) an unrouted endpoint
 // is a 404 `not_found`; (j) a wrong client key is a 401 `invalid_api_key` the
-// upstream never sees; (k) the answer's X-Request-Id is the one the upstream
+// upstream never sees; (l) a key's token limit refuses a call too large for it
+// with 429 rate_limit_exceeded, type `tokens`, and the x-ratelimit-* headers
+// the answers within it carry too; (k) the answer's X-Request-Id is the one the upstream
 // got, and a traceparent passes through. Prints one line per check, exits non-zero on any
 // failure, and always stops sluice-node and the upstream. Then, with no
 // upstream, against the embedded default config: (e) a chat completion,
@@ -35,6 +37,8 @@ const OVERALL_TIMEOUT_MS = 1000 * Number(process.env.SLUICE_E2E_TIMEOUT_S || 60)
 const CLIENT_KEY = 'unused';
 // The key the node requires of its clients in the first part.
 const NODE_KEY = 'e2e-client-key-0123456789';
+// A second key, with a limit of 100 tokens per minute.
+const SMALL_KEY = 'e2e-small-key-0123456789';
 
 const nodeBinary = process.argv[2];
 if (!nodeBinary) {
@@ -56,7 +60,8 @@ function startNode(configPath) {
   childExit = null;
   childOutput = '';
   child = spawn(nodeBinary, [...args, '--listen', '127.0.0.1:0'], {
-    env: { ...process.env, SLUICE_E2E_KEY: SECRET, SLUICE_E2E_NODE_KEY: NODE_KEY },
+    env: { ...process.env, SLUICE_E2E_KEY: SECRET, SLUICE_E2E_NODE_KEY: NODE_KEY,
+           SLUICE_E2E_SMALL_KEY: SMALL_KEY },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = once(child, 'exit').then(([code, signal]) => {
@@ -134,6 +139,10 @@ shutdown_grace_s = 2
 
 [auth.keys.e2e]
 key = "env:SLUICE_E2E_NODE_KEY"
+
+[auth.keys.e2e-small]                # a key whose every call is too large
+key = "env:SLUICE_E2E_SMALL_KEY"
+tokens_per_minute = 100
 
 [sources.fake-openai]
 type = "http"
@@ -290,6 +299,37 @@ sources = ["fake-openai"]
            `status ${err.status}, body ${JSON.stringify(err.error)}`);
     expect(upstream.requests.length === before, 'the upstream was called');
     return err.message;
+  });
+
+  await check('(l) a token limit\'s 429 reaches the client with OpenAI\'s code, type and x-ratelimit headers', async () => {
+    const before = upstream.requests.length;
+    const small = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`,
+                               apiKey: SMALL_KEY, maxRetries: 0 });
+    let err = null;
+    try {
+      await small.chat.completions.create({ model: 'gpt-e2e', max_tokens: 500,
+                                            messages: [{ role: 'user', content: 'hi' }] });
+    } catch (e) {
+      err = e;
+    }
+    expect(err instanceof OpenAI.RateLimitError,
+           `threw ${err?.constructor?.name}: ${err?.message}`);
+    expect(err.status === 429 && err.error?.code === 'rate_limit_exceeded' &&
+           err.error?.type === 'tokens',
+           `status ${err.status}, body ${JSON.stringify(err.error)}`);
+    const h = err.headers || {};
+    expect(h['x-ratelimit-limit-tokens'] === '100' && h['x-ratelimit-remaining-tokens'] === '100' &&
+           h['x-ratelimit-reset-tokens'] === '0s',
+           `headers ${JSON.stringify(h)}`);
+    expect(upstream.requests.length === before, 'the upstream was called');
+    // Within the limit, the answer carries the same headers.
+    const { response } = await small.chat.completions.create(
+      { model: 'gpt-e2e', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] },
+    ).withResponse();
+    const left = Number(response.headers.get('x-ratelimit-remaining-tokens'));
+    expect(response.headers.get('x-ratelimit-limit-tokens') === '100' && left === 100 - 58,
+           `limit ${response.headers.get('x-ratelimit-limit-tokens')}, remaining ${left}`);
+    return `${err.message}; then remaining ${left}`;
   });
 
   await check('(k) X-Request-Id comes back and reached the upstream, traceparent too', async () => {

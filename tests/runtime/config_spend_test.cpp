@@ -1,0 +1,123 @@
+// The config of tokens, budgets and prices (SPEC §12): read into the
+// node's spend rules, and bad settings refused with key and line.
+
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "config_file_shared.hpp"
+
+using namespace config_file_test_support;
+
+namespace {
+
+const char* two_models = R"toml(
+[sources.a]
+type = "simulated"
+
+[routes."/v1/chat/completions"]
+  [routes."/v1/chat/completions".models]
+  "sim-chat" = ["a"]
+  "gpt-*" = ["a"]
+)toml";
+
+} // namespace
+
+TEST_CASE("config: tokens, budgets and prices are read per key and route") {
+  ::setenv("SLUICE_TEST_SPEND_KEY", "spend-key-0123456789abcdef", 1);
+  auto cfg = parse_config(R"toml(
+[sources.a]
+type = "simulated"
+
+[routes."/v1/chat/completions"]
+tokens_per_day = 1000000
+budget_usd_per_month = 250.5
+  [routes."/v1/chat/completions".models]
+  "sim-chat" = ["a"]
+  "gpt-*" = ["a"]
+
+[node]
+default_max_tokens = 512
+
+[auth.keys.team]
+key = "env:SLUICE_TEST_SPEND_KEY"
+tokens_per_minute = 30000
+budget_usd_per_day = 5
+
+[prices."sim-chat"]
+input = 2.5
+output = 10
+cached_input = 1.25
+
+[prices."gpt-4o"]
+input = 2.5
+output = 10
+)toml");
+  auto& k = cfg.node.auth.keys.at(0).spend;
+  CHECK(k.tokens_per_minute == 30000);
+  CHECK(k.tokens_per_day == 0);
+  CHECK(k.budget_usd_per_day == 5);
+  auto& r = cfg.node.spend.routes.at("/v1/chat/completions");
+  CHECK(r.tokens_per_day == 1000000);
+  CHECK(r.budget_usd_per_month == 250.5);
+  CHECK(cfg.node.spend.default_max_tokens == 512);
+  CHECK(cfg.node.spend.prices.at("sim-chat").cached_input_per_m == 1.25);
+  // Cached input at the input price unless given.
+  CHECK(cfg.node.spend.prices.at("gpt-4o").cached_input_per_m == 2.5);
+}
+
+TEST_CASE("config: a route's limits are not part of its runtime fingerprint") {
+  auto a = parse_config(minimal);
+  auto b = parse_config(std::string{minimal} + "tokens_per_minute = 100\n");
+  CHECK(a.routes.at(0).fingerprint == b.routes.at(0).fingerprint);
+  CHECK(b.node.spend.routes.at("/v1/chat/completions").tokens_per_minute ==
+        100);
+}
+
+TEST_CASE("config: limits of 0, negative prices, unknown priced models and "
+          "budgets without prices are refused with key and line") {
+  ::setenv("SLUICE_TEST_SPEND_KEY", "spend-key-0123456789abcdef", 1);
+  auto e = refusal(std::string{minimal} + "tokens_per_minute = 0\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/v1/chat/completions\".tokens_per_minute");
+  CHECK(e->line() == 7);
+  e = refusal(std::string{minimal} + "budget_usd_per_day = -1\n" +
+              "[prices.m]\ninput = 1\noutput = 1\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/v1/chat/completions\".budget_usd_per_day");
+  e = refusal(std::string{minimal} +
+              "[auth.keys.k]\nkey = \"env:SLUICE_TEST_SPEND_KEY\"\n"
+              "tokens_per_day = 0\n");
+  REQUIRE(e);
+  CHECK(e->key() == "auth.keys.k.tokens_per_day");
+  CHECK(e->line() == 9);
+  e = refusal(std::string{minimal} +
+              "[prices.\"m\"]\ninput = -2.5\noutput = 10\n");
+  REQUIRE(e);
+  CHECK(e->key() == "prices.\"m\".input");
+  CHECK(e->line() == 8);
+  e = refusal(std::string{minimal} + "[prices.\"m\"]\ninput = 2.5\n");
+  REQUIRE(e);
+  CHECK(e->key() == "prices.\"m\".output");
+  e = refusal(std::string{minimal} +
+              "[prices.\"m\"]\ninput = 1\noutput = 1\ncolour = 2\n");
+  REQUIRE(e);
+  CHECK(e->key() == "prices.\"m\".colour");
+  // A model no route serves (the routes route by model only).
+  e = refusal(std::string{two_models} +
+              "[prices.\"claude-3\"]\ninput = 3\noutput = 15\n");
+  REQUIRE(e);
+  CHECK(e->key() == "prices.\"claude-3\"");
+  CHECK(e->line() == 9);
+  CHECK_THAT(e->what(), Catch::Contains("no route serves this model"));
+  // A budget with no price at all would count nothing.
+  e = refusal(std::string{minimal} +
+              "[auth.keys.k]\nkey = \"env:SLUICE_TEST_SPEND_KEY\"\n"
+              "budget_usd_per_month = 10\n");
+  REQUIRE(e);
+  CHECK(e->key() == "auth.keys.k.budget_usd_per_month");
+  e = refusal("[node]\ndefault_max_tokens = 0\n" + std::string{minimal});
+  REQUIRE(e);
+  CHECK(e->key() == "node.default_max_tokens");
+  CHECK(e->line() == 2);
+}
