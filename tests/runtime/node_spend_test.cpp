@@ -109,6 +109,13 @@ TEST_CASE("spend: a key's tokens per minute - reserved before, settled with "
   CHECK_THAT(large.doc()["error"]["message"].get<std::string>(),
              Catch::Contains("Request too large"));
   CHECK(large.retry_after.empty());
+  // A max_tokens of 2^64 - 1 does not wrap the reservation to a few tokens.
+  auto huge = call(
+      p, key_a,
+      R"({"model":"sim-chat","max_tokens":18446744073709551615,"messages":[]})");
+  CHECK(huge.status == 429);
+  CHECK_THAT(huge.doc()["error"]["message"].get<std::string>(),
+             Catch::Contains("Request too large"));
 }
 
 TEST_CASE("spend: a key's budget - passed only by what calls cost beyond "

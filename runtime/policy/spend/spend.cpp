@@ -69,7 +69,9 @@ void validate(const model_price& price) {
 }
 
 uint64_t token_usage::total() const noexcept {
-  return prompt + completion;
+  // Saturating: a request's max_tokens of 2^64 - 1 must not wrap to a
+  // small reservation.
+  return prompt > UINT64_MAX - completion ? UINT64_MAX : prompt + completion;
 }
 
 money to_money(double dollars) noexcept {

@@ -42,6 +42,7 @@ struct token_usage {
   /// Counted by the gateway's estimate, not said by the upstream.
   bool estimated = false;
 
+  /// Prompt and completion tokens, saturating at 2^64 - 1.
   uint64_t total() const noexcept;
 };
 

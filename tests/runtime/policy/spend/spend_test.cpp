@@ -48,6 +48,9 @@ TEST_CASE("spend: a call's cost at a price per million tokens, cached "
   CHECK(cost_of({4, 0, 0, false}, cheap) == 15);
   // More cached than prompt (a broken usage): the prompt is the bound.
   CHECK(cost_of({10, 0, 50, false}, p) == cost_of({10, 0, 10, false}, p));
+  // A total never wraps (a hostile max_tokens of 2^64 - 1).
+  CHECK(token_usage{8, UINT64_MAX, 0, true}.total() == UINT64_MAX);
+  CHECK(token_usage{8, 10, 0, true}.total() == 18);
   // Free models cost nothing; huge counts saturate.
   CHECK(cost_of({1'000'000, 1'000'000, 0, false}, model_price{}) == 0);
   CHECK(cost_of({UINT64_MAX, UINT64_MAX, 0, false},
