@@ -1,5 +1,6 @@
 #include "sluice/runtime/policy/spend/provider_limits.hpp"
 
+#include "sluice/runtime/policy/civil_days.hpp"
 #include <cctype>
 #include <ctime>
 #include <string>
@@ -45,17 +46,6 @@ std::optional<long double> unit_ns(std::string_view unit) noexcept {
   if (unit == "ns")
     return 1.0L;
   return std::nullopt;
-}
-
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-// days_from_civil).
-long long days_from_civil(long long y, unsigned m, unsigned d) noexcept {
-  y -= m <= 2;
-  const long long era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<long long>(doe) - 719468;
 }
 
 // Reads exactly `n` digits at `pos` of `s`.

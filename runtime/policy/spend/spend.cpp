@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sluice/runtime/policy/civil_days.hpp"
 #include "sluice/runtime/policy/field_error.hpp"
 
 namespace sluice::policy {
@@ -34,30 +35,6 @@ money add(money a, money b) noexcept {
 // Money per million tokens: what a price setting is in money units.
 unsigned __int128 per_million(double dollars_per_m) noexcept {
   return to_money(dollars_per_m);
-}
-
-// Days since 1970-01-01 -> civil date, and back (Howard Hinnant's
-// algorithms).
-void civil_from_days(long long z, long long& y, unsigned& m,
-                     unsigned& d) noexcept {
-  z += 719468;
-  const long long era = (z >= 0 ? z : z - 146096) / 146097;
-  const unsigned doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  d = doy - (153 * mp + 2) / 5 + 1;
-  m = mp < 10 ? mp + 3 : mp - 9;
-  y = static_cast<long long>(yoe) + era * 400 + (m <= 2);
-}
-
-long long days_from_civil(long long y, unsigned m, unsigned d) noexcept {
-  y -= m <= 2;
-  const long long era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<long long>(doe) - 719468;
 }
 
 } // namespace
