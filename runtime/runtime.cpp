@@ -53,6 +53,11 @@ void validate_backend(const runtime_config& cfg) {
     throw field_error("progress_ttl", "must be at least 1 s");
   if (cfg.lease_ttl < min_lease_ttl)
     throw field_error("lease_ttl", "must be at least 100 ms");
+  if (cfg.spend_reservation_ttl < std::chrono::seconds{1} ||
+      cfg.spend_reservation_ttl > std::chrono::hours{1})
+    throw field_error("spend_reservation_ttl",
+                      "must be in [1 s, 1 h] (renewed every third of it "
+                      "while a call runs)");
   if (cfg.cluster_global_cap != 0) {
     if (!cfg.redis)
       throw field_error("cluster_global_cap",

@@ -41,6 +41,14 @@ struct runtime_config {
   /// With `redis`: share breaker transitions with the other nodes (a
   /// breaker opened on one node opens on all; see actors/breaker_relay.hpp).
   bool share_breakers = true;
+  /// With `redis`: the node's token limits and budgets are counted there,
+  /// shared by the nodes; a call's reservation lapses this long after its
+  /// last renewal (renewed every third of it while the call runs).
+  duration spend_reservation_ttl = std::chrono::seconds{10};
+  /// With `redis`, while it does not answer: count spend on this node
+  /// alone (true, "open") or refuse calls under a spend limit (false,
+  /// "closed", the default).
+  bool spend_open_when_down = false;
 
   static std::map<std::string, policy::call_policy> default_kinds();
 };

@@ -310,7 +310,16 @@ void read_backend(table_reader& r, runtime_config& rc) {
       {span_field<&runtime_config::progress_ttl>("progress_ttl_s"),
        count_field<&runtime_config::cluster_global_cap>("cluster_global_cap"),
        flag_field<&runtime_config::share_breakers>("share_breakers"),
-       span_field<&runtime_config::lease_ttl>("lease_ttl_s")});
+       span_field<&runtime_config::lease_ttl>("lease_ttl_s"),
+       span_field<&runtime_config::spend_reservation_ttl>(
+           "spend_reservation_ttl_s")});
+  if (auto when = r.string("spend_when_down")) {
+    if (*when != "closed" && *when != "open")
+      r.fail("spend_when_down",
+             "must be \"closed\" (refuse calls under a spend limit while "
+             "Redis does not answer) or \"open\" (count on this node alone)");
+    rc.spend_open_when_down = *when == "open";
+  }
   r.done();
   if (type == "redis")
     rc.redis = c;

@@ -64,18 +64,56 @@ refusal refusal_of(const spend_scope& scope, const spend_scope::verdict& v,
 
 } // namespace
 
+call_spend::~call_spend() {
+  give_back();
+}
+
+void call_spend::give_back() {
+  if (!reservation_.empty() && ledger_) {
+    auto zero = limits_;
+    for (auto& l : zero)
+      l.amount = 0;
+    ledger_->settle(reservation_, std::move(zero));
+  }
+  reservation_.clear();
+}
+
+void call_spend::reset() {
+  give_back();
+  hold_ = spend_hold{};
+  scopes_.clear();
+  tokens_ = 0;
+  estimated_cost_ = 0;
+  key_ = nullptr;
+  route_scope_.reset();
+  ledger_.reset();
+  limits_.clear();
+  owners_.clear();
+  waiting_ = false;
+  stream_.reset();
+  estimate_ = {};
+  price_.reset();
+  relayed_bytes_ = 0;
+  headers_.clear();
+  usage_.reset();
+  cost_ = 0;
+}
+
 std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
                                         const std::string& route,
                                         const std::string& model, bool stream,
                                         std::string& body, time_point now,
-                                        wall_time wall) {
-  std::vector<std::shared_ptr<spend_scope>> scopes;
+                                        wall_time wall,
+                                        std::shared_ptr<shared_spend> shared) {
+  reset();
+  key_ = key;
+  route_scope_ = book.route(route);
+  ledger_ = std::move(shared);
   if (key != nullptr && key->spend())
-    scopes.push_back(key->spend());
-  auto route_scope = book.route(route);
-  if (route_scope)
-    scopes.push_back(route_scope);
-  if (scopes.empty()) {
+    scopes_.push_back(key->spend());
+  if (route_scope_)
+    scopes_.push_back(route_scope_);
+  if (scopes_.empty()) {
     if (key != nullptr)
       set_headers(key, nullptr, now);
     return std::nullopt;
@@ -84,39 +122,99 @@ std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
   rules.default_completion = book.default_max_tokens();
   estimate_ = estimate_request(body, rules);
   bool budgeted = false;
-  for (auto& s : scopes)
+  for (auto& s : scopes_)
     budgeted = budgeted || s->settings().has_budget();
   if (auto* p = book.price(model))
     price_ = *p;
   if (budgeted && !price_) {
-    for (auto& s : scopes)
+    for (auto& s : scopes_)
       if (s->settings().has_budget())
         return refused(errc::forbidden,
                        "model '" + model + "' has no price in [prices], and " +
                            s->name() + " has a budget that must count it",
                        "model");
   }
-  auto cost = price_ ? policy::cost_of(estimate_, *price_) : 0;
-  auto tokens = estimate_.total();
-  std::vector<std::shared_ptr<spend_scope>> held;
-  for (auto& s : scopes) {
-    auto v = s->reserve(tokens, cost, now, wall);
-    if (v.why != spend_scope::refused::none) {
-      for (auto& h : held)
-        h->settle(tokens, 0, cost, 0, now, wall);
-      set_headers(key, route_scope.get(), now);
-      return refusal_of(*s, v, tokens);
-    }
-    held.push_back(s);
+  estimated_cost_ = price_ ? policy::cost_of(estimate_, *price_) : 0;
+  tokens_ = estimate_.total();
+  if (ledger_) {
+    for (auto& s : scopes_)
+      for (auto& l : s->shared(tokens_, estimated_cost_)) {
+        limits_.push_back(std::move(l));
+        owners_.push_back(s.get());
+      }
+    waiting_ = true;
+  } else if (auto no = reserve_here(now, wall)) {
+    return no;
   }
-  hold_.hold(std::move(held), tokens, cost);
   if (stream) {
     auto asked = ask_for_usage(body);
     if (asked.added)
       body = std::move(asked.body);
     stream_.emplace(asked.added);
   }
-  set_headers(key, route_scope.get(), now);
+  if (!waiting_)
+    set_headers(key, route_scope_.get(), now);
+  return std::nullopt;
+}
+
+std::optional<refusal> call_spend::reserve_here(time_point now,
+                                                wall_time wall) {
+  std::vector<std::shared_ptr<spend_scope>> held;
+  for (auto& s : scopes_) {
+    auto v = s->reserve(tokens_, estimated_cost_, now, wall);
+    if (v.why != spend_scope::refused::none) {
+      for (auto& h : held)
+        h->settle(tokens_, 0, estimated_cost_, 0, now, wall);
+      set_headers(key_, route_scope_.get(), now);
+      return refusal_of(*s, v, tokens_);
+    }
+    held.push_back(s);
+  }
+  hold_.hold(std::move(held), tokens_, estimated_cost_);
+  return std::nullopt;
+}
+
+std::optional<refusal> call_spend::on_shared(const shared_limits::outcome& o,
+                                             time_point now, wall_time wall) {
+  if (!waiting_)
+    return std::nullopt;
+  waiting_ = false;
+  if (!o.answered) {
+    if (ledger_ && ledger_->open_when_down()) {
+      // Fail-open: this node counts alone until Redis is back.
+      if (auto no = reserve_here(now, wall))
+        return no;
+      set_headers(key_, route_scope_.get(), now);
+      return std::nullopt;
+    }
+    auto r = refused(errc::governance_backend_error,
+                     "the spend ledger (Redis) did not answer (" + o.error +
+                         "); calls under a token limit or budget are refused "
+                         "until it does (backend.spend_when_down = "
+                         "\"closed\")");
+    r.retry_after_s = 1;
+    return r;
+  }
+  // The headers: the key's request rate and the tightest token window.
+  policy::limit_state st;
+  if (key_ != nullptr)
+    st.requests = key_->request_lane(now);
+  for (size_t i = 0; i < limits_.size() && i < o.remaining.size(); ++i) {
+    if (limits_[i].type != shared_limit::kind::window)
+      continue;
+    policy::limit_state::lane l{limits_[i].limit, o.remaining[i],
+                                o.reset_after[i]};
+    if (!st.tokens || l.remaining < st.tokens->remaining)
+      st.tokens = l;
+  }
+  headers_ = policy::limit_headers(st);
+  if (!o.ok) {
+    auto i = std::min(o.refused, limits_.size() - 1);
+    return refusal_of(*owners_[i],
+                      owners_[i]->shared_refusal(limits_[i], o, wall),
+                      limits_[i].amount);
+  }
+  reservation_ = o.reservation;
   return std::nullopt;
 }
 
@@ -146,7 +244,7 @@ std::string call_spend::flush() {
 }
 
 void call_spend::close(const call_result& r, time_point now, wall_time wall) {
-  if (!hold_.active())
+  if (!active())
     return;
   if (r.streamed && stream_)
     usage_ = stream_->usage();
@@ -167,6 +265,13 @@ void call_spend::close(const call_result& r, time_point now, wall_time wall) {
   auto used = usage_ ? *usage_ : policy::token_usage{};
   cost_ = price_ ? policy::cost_of(used, *price_) : 0;
   hold_.settle(used.total(), cost_, now, wall);
+  if (!reservation_.empty() && ledger_) {
+    auto spent = limits_;
+    for (auto& l : spent)
+      l.amount = l.type == shared_limit::kind::window ? used.total() : cost_;
+    ledger_->settle(reservation_, std::move(spent));
+    reservation_.clear();
+  }
 }
 
 } // namespace sluice::node

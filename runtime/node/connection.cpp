@@ -266,7 +266,7 @@ void connection::on_header(beast::error_code ec) {
 void connection::begin_request() {
   auto& req = parser_->get();
   request_started_ = front_.now();
-  spend_ = call_spend{}; // the last call's reservation was settled
+  spend_.reset(); // the last call's reservation was settled
   auto method = req.method_string();
   rec_.method.assign(method.data(), std::min<size_t>(method.size(), 32));
   auto target = req.target();

@@ -156,6 +156,10 @@ private:
 
   // -- calls and models (connection_calls.cpp) ---------------------------
   void start_call(const std::string& path);
+  void reserve_shared(const std::string& path, call_options opts,
+                      std::string model, bool stream);
+  void send_call(const std::string& path, call_options opts,
+                 std::string model, bool stream);
   void list_models(const std::string& id);
   void watch_client();
   void on_result(call_result r);

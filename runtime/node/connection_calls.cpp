@@ -74,13 +74,86 @@ void connection::start_call(const std::string& path) {
   rec_.model = echo_text(plan.model);
   if (plan.error)
     return refuse(plan, keep_);
-  if (auto no = spend_.open(key_, *front_.spend(), path, plan.model,
-                            plan.stream, request_.body(), front_.now(),
-                            std::chrono::system_clock::now()))
+  if (auto no = spend_.open(
+          key_, *front_.spend(), path, plan.model, plan.stream, request_.body(),
+          front_.now(), std::chrono::system_clock::now(), front_.shared_spend))
     return refuse(*no, keep_);
+  if (spend_.shared_limits().empty())
+    return send_call(path, std::move(opts), std::move(plan.model), plan.stream);
+  reserve_shared(path, std::move(opts), std::move(plan.model), plan.stream);
+}
+
+namespace {
+
+// Redis's answer to a call's reservation, on its way to the connection:
+// given back should the connection be gone when it arrives.
+struct shared_grant {
+  std::shared_ptr<shared_spend> ledger;
+  std::vector<shared_limit> limits;
+  shared_limits::outcome outcome;
+  bool taken = false;
+
+  shared_grant(std::shared_ptr<shared_spend> l, std::vector<shared_limit> ls)
+      : ledger(std::move(l))
+      , limits(std::move(ls)) {}
+  shared_grant(const shared_grant&) = delete;
+  shared_grant& operator=(const shared_grant&) = delete;
+  ~shared_grant() {
+    if (taken || !outcome.ok)
+      return;
+    try {
+      for (auto& l : limits)
+        l.amount = 0;
+      ledger->settle(outcome.reservation, std::move(limits));
+    } catch (...) { // no memory: it lapses within one TTL
+    }
+  }
+};
+
+} // namespace
+
+// The call's limits are counted in Redis: the reservation is asked on the
+// ledger's thread, and the call goes on (or is refused) on the answer.
+void connection::reserve_shared(const std::string& path, call_options opts,
+                                std::string model, bool stream) {
+  keep_pending();
+  auto grant = std::make_shared<shared_grant>(front_.shared_spend,
+                                              spend_.shared_limits());
+  std::weak_ptr<connection> weak = shared_from_this();
+  struct unpend {
+    connection* c;
+    bool armed = true;
+    ~unpend() {
+      if (armed)
+        c->forget_pending();
+    }
+  } guard{this};
+  front_.shared_spend->reserve(
+      spend_.shared_limits(),
+      [grant, weak, gate = front_.gate, path, opts = std::move(opts),
+       model = std::move(model), stream](shared_limits::outcome o) mutable {
+        grant->outcome = std::move(o);
+        post_to(gate, weak,
+                [grant, path, opts = std::move(opts), model = std::move(model),
+                 stream](connection& c) mutable {
+                  c.forget_pending();
+                  grant->taken = true;
+                  if (auto no =
+                          c.spend_.on_shared(grant->outcome, c.front_.now(),
+                                             std::chrono::system_clock::now()))
+                    return c.refuse(*no, c.keep_);
+                  c.send_call(path, std::move(opts), std::move(model), stream);
+                });
+      });
+  guard.armed = false;
+}
+
+// The call goes to the runtime: its answer comes back on the strand.
+void connection::send_call(const std::string& path, call_options opts,
+                           std::string model, bool stream) {
   call_request call{path, std::move(request_.body())};
-  call.model = std::move(plan.model);
-  call.stream = plan.stream;
+  call.model = std::move(model);
+  call.stream = stream;
   call.headers = forwarded_headers(request_.base(), rec_.request_id);
   opts.connection = tier_;
   ++front_.in_flight;

@@ -31,6 +31,7 @@
 #include "sluice/runtime/node/event_hub.hpp"
 #include "sluice/runtime/node/metrics.hpp"
 #include "sluice/runtime/node/model_list.hpp"
+#include "sluice/runtime/node/shared_spend.hpp"
 #include "sluice/runtime/node/spend_ledger.hpp"
 #include "sluice/runtime/policy/admission/connection_cap.hpp"
 #include "sluice/runtime/policy/time.hpp"
@@ -99,6 +100,11 @@ struct front_state {
       , settings(s)
       , keys_now(std::make_shared<const client_keys>(s.auth, r.tiers()))
       , spend_now(std::make_shared<const spend_book>(s.spend))
+      , shared_spend(r.config().redis ? std::make_shared<node::shared_spend>(
+                                            *r.config().redis,
+                                            r.config().spend_reservation_ttl,
+                                            r.config().spend_open_when_down)
+                                      : nullptr)
       , access(s.access_log)
       , events(s.max_event_subscribers)
       , shared_loops(!shared.empty())
@@ -168,6 +174,9 @@ struct front_state {
     std::atomic_store(&spend_now, std::move(b));
   }
   std::shared_ptr<const spend_book> spend_now;
+  /// With the Redis backend: the spend limits, shared by the nodes (null:
+  /// counted in this process).
+  std::shared_ptr<node::shared_spend> shared_spend;
   /// Config reload (`POST /admin/reload`, /status `config`); null: not
   /// served. `reloading`: one runs now (a second is refused). The thread
   /// of the last one, joined by the next and by shutdown, which closes

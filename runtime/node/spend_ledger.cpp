@@ -1,6 +1,7 @@
 #include "sluice/runtime/node/spend_ledger.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace sluice::node {
 
@@ -25,12 +26,17 @@ void window(std::optional<policy::token_window>& w, uint64_t limit,
   }
 }
 
+// A budget's limit in money (at least the smallest amount).
+policy::money budget_money(double dollars) {
+  return std::max<policy::money>(1, policy::to_money(dollars));
+}
+
 void budget(std::optional<policy::spend_budget>& b, double dollars,
             policy::budget_period period,
             const std::optional<policy::spend_budget>* earlier) {
   if (dollars <= 0)
     return;
-  auto limit = std::max<policy::money>(1, policy::to_money(dollars));
+  auto limit = budget_money(dollars);
   if (earlier != nullptr && *earlier) {
     b = **earlier;
     b->set_limit(limit);
@@ -162,6 +168,68 @@ spend_scope::figures spend_scope::read(time_point now, wall_time wall) const {
   if (monthly_)
     f.spent_month = monthly_->spent(wall);
   return f;
+}
+
+std::vector<shared_limit> spend_scope::shared(uint64_t tokens,
+                                              policy::money cost) const {
+  constexpr std::string_view key_prefix = "key ";
+  auto base = name_.rfind(key_prefix, 0) == 0
+                  ? "key:" + name_.substr(key_prefix.size())
+                  : "route:" + name_;
+  std::vector<shared_limit> out;
+  auto add = [&](const char* limit, shared_limit::kind k, uint64_t size,
+                 duration period, uint64_t amount) {
+    shared_limit l;
+    l.name = base + ":" + limit;
+    l.type = k;
+    l.limit = size;
+    l.period = period;
+    l.amount = amount;
+    out.push_back(std::move(l));
+  };
+  using k = shared_limit::kind;
+  if (settings_.tokens_per_minute != 0)
+    add("tokens_per_minute", k::window, settings_.tokens_per_minute, minute,
+        tokens);
+  if (settings_.tokens_per_day != 0)
+    add("tokens_per_day", k::window, settings_.tokens_per_day, day, tokens);
+  if (settings_.budget_usd_per_day > 0)
+    add("budget_usd_per_day", k::day,
+        budget_money(settings_.budget_usd_per_day), day, cost);
+  if (settings_.budget_usd_per_month > 0)
+    add("budget_usd_per_month", k::month,
+        budget_money(settings_.budget_usd_per_month), day, cost);
+  return out;
+}
+
+spend_scope::verdict
+spend_scope::shared_refusal(const shared_limit& l,
+                            const shared_limits::outcome& o,
+                            wall_time wall) const {
+  verdict v;
+  // The limit's name, as a string that lives as long as the program.
+  static constexpr const char* limits[] = {
+      "tokens_per_minute", "tokens_per_day", "budget_usd_per_day",
+      "budget_usd_per_month"};
+  for (auto* name : limits)
+    if (l.name.size() > std::strlen(name) &&
+        l.name.compare(l.name.size() - std::strlen(name), std::string::npos,
+                       name) == 0)
+      v.limit = name;
+  if (l.type == shared_limit::kind::window) {
+    v.why = o.too_large ? refused::too_large : refused::tokens;
+    v.limit_value = static_cast<double>(l.limit);
+    v.retry_after = o.retry_after;
+    return v;
+  }
+  v.why = refused::quota;
+  v.limit_value = dollars(l.limit);
+  auto period = l.type == shared_limit::kind::day
+                    ? policy::budget_period::day
+                    : policy::budget_period::month;
+  v.retry_after = std::chrono::duration_cast<duration>(
+      policy::period_end(period, wall) - wall);
+  return v;
 }
 
 spend_hold& spend_hold::operator=(spend_hold&& other) noexcept {

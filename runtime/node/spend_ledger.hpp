@@ -19,6 +19,7 @@
 #include "sluice/runtime/policy/spend/spend.hpp"
 #include "sluice/runtime/policy/spend/token_window.hpp"
 #include "sluice/runtime/policy/time.hpp"
+#include "sluice/runtime/redis/shared_limits.hpp"
 
 namespace sluice::node {
 
@@ -62,6 +63,15 @@ public:
   /// The token limit with the least left now (for the x-ratelimit-*
   /// headers); none without token limits.
   std::optional<policy::limit_state::lane> token_lane(time_point now) const;
+
+  /// The scope's limits as the nodes share them in Redis, each named
+  /// "key:NAME:LIMIT" or "route:PATH:LIMIT" (LIMIT as in `verdict`), with
+  /// `tokens` or `cost` as its amount.
+  std::vector<shared_limit> shared(uint64_t tokens, policy::money cost) const;
+
+  /// Redis's refusal by `l` (one of `shared`'s) as this scope's verdict.
+  verdict shared_refusal(const shared_limit& l, const shared_limits::outcome& o,
+                         wall_time wall) const;
 
   /// For /status.
   struct figures {
