@@ -121,3 +121,26 @@ TEST_CASE("config: limits of 0, negative prices, unknown priced models and "
   CHECK(e->key() == "node.default_max_tokens");
   CHECK(e->line() == 2);
 }
+
+TEST_CASE("config: the Redis backend's spend settings are read, and nonsense "
+          "is refused with key and line") {
+  auto cfg = parse_config(std::string{minimal} +
+                          "[backend]\ntype = \"redis\"\n"
+                          "spend_reservation_ttl_s = 30\n"
+                          "spend_when_down = \"open\"\n");
+  CHECK(cfg.runtime.spend_reservation_ttl == std::chrono::seconds{30});
+  CHECK(cfg.runtime.spend_open_when_down);
+  auto defaults = parse_config(std::string{minimal});
+  CHECK(defaults.runtime.spend_reservation_ttl == std::chrono::seconds{10});
+  CHECK_FALSE(defaults.runtime.spend_open_when_down);
+  auto e = refusal(std::string{minimal} +
+                   "[backend]\ntype = \"redis\"\nspend_when_down = \"maybe\"\n");
+  REQUIRE(e);
+  CHECK(e->key() == "backend.spend_when_down");
+  CHECK(e->line() == 9);
+  CHECK_THAT(e->what(), Catch::Contains("\"closed\""));
+  e = refusal(std::string{minimal} +
+              "[backend]\ntype = \"redis\"\nspend_reservation_ttl_s = 0.5\n");
+  REQUIRE(e);
+  CHECK(e->key() == "backend.spend_reservation_ttl_s");
+}
