@@ -207,6 +207,22 @@ json status_json(front_state& front, json scopes) {
       spend["keys"][k->name()] = spend_json(*k->spend(), now, wall);
   for (auto& [path, scope] : front.spend()->routes())
     spend["routes"][path] = spend_json(*scope, now, wall);
+  // With Redis the limits are counted there (the figures above are what
+  // this node counted alone, while Redis was down with "open").
+  if (auto& shared = front.shared_spend) {
+    auto& c = shared->counters();
+    spend["shared"] = {
+        {"backend", "redis"},
+        {"down", shared->down()},
+        {"when_down", shared->open_when_down() ? "open" : "closed"},
+        {"held_here", shared->held()},
+        {"reserves", c.reserves.load()},
+        {"refusals", c.refusals.load()},
+        {"errors", c.errors.load()},
+        {"settle_retries", c.settle_retries.load()},
+        {"settle_dropped", c.settle_dropped.load()},
+        {"lapsed", c.lapsed.load()}};
+  }
   json connections = json::object();
   {
     std::lock_guard<std::mutex> guard{front.connections_mx};

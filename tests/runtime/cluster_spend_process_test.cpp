@@ -37,17 +37,21 @@ using namespace sluice::testing::loopback;
 namespace {
 
 constexpr const char* team_key = "key-team-0123456789abcdef";
+constexpr const char* admin_key = "admin-key-0123456789abcdef";
 
 std::string cluster_config(const test_redis& redis, const std::string& prefix,
                            const std::string& limits, int latency_ms,
                            const std::string& backend_extra = "") {
   ::setenv("SLUICE_TEST_TEAM_KEY", team_key, 1);
+  ::setenv("SLUICE_TEST_ADMIN_KEY", admin_key, 1);
   auto ms = std::to_string(latency_ms);
   return "[node]\naccess_log = \"off\"\ndefault_max_tokens = 10\n"
          "[backend]\ntype = \"redis\"\naddress = \"127.0.0.1:" +
          std::to_string(redis.port()) + "\"\nkey_prefix = \"" + prefix +
          "\"\n" + backend_extra +
-         "[auth.keys.team]\nkey = \"env:SLUICE_TEST_TEAM_KEY\"\n" + limits +
+         "[auth]\nadmin_key = \"env:SLUICE_TEST_ADMIN_KEY\"\n"
+         "[auth.keys.team]\nkey = \"env:SLUICE_TEST_TEAM_KEY\"\n" +
+         limits +
          "\n[sources.sim]\ntype = \"simulated\"\n"
          "  [[sources.sim.phases]]\n  latency_min_ms = " +
          ms + "\n  latency_max_ms = " + ms +
@@ -152,6 +156,18 @@ TEST_CASE("node: three sluice-node processes hold a key's tokens per minute "
   REQUIRE(counts);
   CHECK(counts->used == static_cast<uint64_t>(t.ok) * 11);
   CHECK(counts->in_flight == 0); // every reservation was settled
+  int reserves = 0;
+  for (auto* n : {&n0, &n1, &n2}) {
+    auto st =
+        exchange_with(n->port(), http::verb::get, "/status", "",
+                      {{"Authorization", std::string{"Bearer "} + admin_key}});
+    REQUIRE(st.status == 200);
+    auto shared = st.doc()["spend"]["shared"];
+    CHECK(shared["held_here"] == 0);
+    CHECK(shared["errors"] == 0);
+    reserves += shared["reserves"].get<int>();
+  }
+  CHECK(reserves == 36);
   std::remove(path.c_str());
 }
 
