@@ -123,6 +123,8 @@ void clear_record(access_record& r) noexcept {
   r.total = {};
   r.upstream = {};
   r.suppressed = 0;
+  r.usage.reset();
+  r.cost.reset();
 }
 
 std::string access_line(const access_record& r) {
@@ -147,6 +149,14 @@ std::string access_line(const access_record& r) {
            .count()}};
   if (r.suppressed > 0)
     line["suppressed"] = r.suppressed;
+  if (r.usage) {
+    line["prompt_tokens"] = r.usage->prompt;
+    line["completion_tokens"] = r.usage->completion;
+    line["cached_tokens"] = r.usage->cached_prompt;
+    line["usage_estimated"] = r.usage->estimated;
+    line["cost_usd"] =
+        r.cost ? json(policy::to_dollars(*r.cost)) : json(nullptr);
+  }
   return json_text(line);
 }
 

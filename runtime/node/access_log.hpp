@@ -20,12 +20,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
 #include "sluice/runtime/policy/log_sampler.hpp"
+#include "sluice/runtime/policy/spend/spend.hpp"
 #include "sluice/runtime/policy/time.hpp"
 
 namespace sluice::node {
@@ -95,6 +97,10 @@ struct access_record {
   /// Lines of refused requests left out since the last line written
   /// (`policy::log_sampler`); 0: the field is not written.
   uint64_t suppressed = 0;
+  /// What the call used, as its answer said or as estimated (none: not
+  /// read), and what it cost (none: its model has no price).
+  std::optional<policy::token_usage> usage;
+  std::optional<policy::money> cost;
 };
 
 /// Makes `r` as a new record, its strings keeping their room (a
@@ -106,8 +112,10 @@ void clear_record(access_record& r) noexcept;
 /// `source`, `attempts`, `hedged`, `won_attempt` (null: none), `total_ms`,
 /// `upstream_ms`, `overhead_us` (total minus upstream: the node's own time,
 /// admission waits and backoff included), and `suppressed` when lines were left
-/// out before it. Empty strings are null. Invalid UTF-8 is replaced; each text
-/// field is cut to its limit above (`cut_field`).
+/// out before it; for a call whose usage was read, `prompt_tokens`,
+/// `completion_tokens`, `cached_tokens`, `usage_estimated` and `cost_usd`
+/// (null: no price). Empty strings are null. Invalid UTF-8 is replaced; each
+/// text field is cut to its limit above (`cut_field`).
 std::string access_line(const access_record& r);
 
 /// How the writer runs; the defaults are the limits above. Tests shrink them.

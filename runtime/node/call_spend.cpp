@@ -97,6 +97,8 @@ void call_spend::reset() {
   headers_.clear();
   usage_.reset();
   cost_ = 0;
+  metered_ = false;
+  estimated_ = false;
 }
 
 std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
@@ -113,19 +115,30 @@ std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
     scopes_.push_back(key->spend());
   if (route_scope_)
     scopes_.push_back(route_scope_);
-  if (scopes_.empty()) {
-    if (key != nullptr)
-      set_headers(key, nullptr, now);
-    return std::nullopt;
-  }
+  metered_ = true;
+  if (auto* p = book.price(model))
+    price_ = *p;
   estimate_rules rules;
   rules.default_completion = book.default_max_tokens();
+  if (scopes_.empty()) {
+    // No limit applies: the call's usage is still read for the access log
+    // and /metrics -- a streamed one's only when its model has a price
+    // (its upstream is asked then, so that its cost is known).
+    if (key != nullptr)
+      set_headers(key, nullptr, now);
+    if (price_) {
+      estimate_ = estimate_request(body, rules);
+      estimated_ = true;
+      if (stream)
+        watch_stream(body);
+    }
+    return std::nullopt;
+  }
   estimate_ = estimate_request(body, rules);
+  estimated_ = true;
   bool budgeted = false;
   for (auto& s : scopes_)
     budgeted = budgeted || s->settings().has_budget();
-  if (auto* p = book.price(model))
-    price_ = *p;
   if (budgeted && !price_) {
     for (auto& s : scopes_)
       if (s->settings().has_budget())
@@ -146,15 +159,18 @@ std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
   } else if (auto no = reserve_here(now, wall)) {
     return no;
   }
-  if (stream) {
-    auto asked = ask_for_usage(body);
-    if (asked.added)
-      body = std::move(asked.body);
-    stream_.emplace(asked.added);
-  }
+  if (stream)
+    watch_stream(body);
   if (!waiting_)
     set_headers(key, route_scope_.get(), now);
   return std::nullopt;
+}
+
+void call_spend::watch_stream(std::string& body) {
+  auto asked = ask_for_usage(body);
+  if (asked.added)
+    body = std::move(asked.body);
+  stream_.emplace(asked.added);
 }
 
 std::optional<refusal> call_spend::reserve_here(time_point now,
@@ -244,14 +260,15 @@ std::string call_spend::flush() {
 }
 
 void call_spend::close(const call_result& r, time_point now, wall_time wall) {
-  if (!active())
+  if (!metered_)
     return;
+  metered_ = false;
   if (r.streamed && stream_)
     usage_ = stream_->usage();
   else if (!r.streamed && !r.body.empty())
     usage_ = read_usage(r.body);
   bool answered = r.ok() || r.status == call_status::upstream_error;
-  if (!usage_ && answered) {
+  if (!usage_ && answered && estimated_) {
     // No usage said: the request's prompt estimate, and the answer's
     // bytes as completion tokens at the estimate's rate.
     estimate_rules rules;
@@ -263,7 +280,7 @@ void call_spend::close(const call_result& r, time_point now, wall_time wall) {
     usage_ = u;
   }
   auto used = usage_ ? *usage_ : policy::token_usage{};
-  cost_ = price_ ? policy::cost_of(used, *price_) : 0;
+  cost_ = price_ && usage_ ? policy::cost_of(used, *price_) : 0;
   hold_.settle(used.total(), cost_, now, wall);
   if (!reservation_.empty() && ledger_) {
     auto spent = limits_;

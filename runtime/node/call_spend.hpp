@@ -86,11 +86,15 @@ public:
   /// The call ended: settles the reservation with what it used.
   void close(const call_result& r, time_point now, wall_time wall);
 
-  /// What the call used and cost (after `close`).
+  /// What the call used (after `close`): nothing when no usage was read --
+  /// not a call, no answer, or a stream of an unpriced model under no
+  /// limit.
   const std::optional<policy::token_usage>& usage() const noexcept {
     return usage_;
   }
   policy::money cost() const noexcept { return cost_; }
+  /// The model has a price (`cost` means something).
+  bool priced() const noexcept { return price_.has_value(); }
 
 private:
   void set_headers(client_key* key, const spend_scope* route_scope,
@@ -99,6 +103,8 @@ private:
   std::optional<refusal> reserve_here(time_point now, wall_time wall);
   /// A reservation in Redis not settled is given back.
   void give_back();
+  /// Reads the streamed answer's usage, asked of the upstream if need be.
+  void watch_stream(std::string& body);
 
   spend_hold hold_;
   /// The scopes of the call, its estimate, and its key and route.
@@ -115,6 +121,10 @@ private:
   std::vector<const spend_scope*> owners_;
   bool waiting_ = false;
   std::string reservation_;
+  /// `open` let the call go: `close` reads its usage. `estimate_` holds
+  /// (an answer without usage counts it).
+  bool metered_ = false;
+  bool estimated_ = false;
   static inline const std::vector<shared_limit> no_limits_{};
   std::optional<stream_usage> stream_;
   policy::token_usage estimate_;

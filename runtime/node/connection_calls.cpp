@@ -253,6 +253,13 @@ void connection::on_result(call_result r) {
   }
   rec_.error = access_error(r);
   spend_.close(r, front_.now(), std::chrono::system_clock::now());
+  if (auto& used = spend_.usage()) {
+    rec_.usage = *used;
+    if (spend_.priced())
+      rec_.cost = spend_.cost();
+    front_.metrics.record_usage(key_ ? key_->name() : "", rec_.model, r.source,
+                                *used, rec_.cost);
+  }
   if (closed_ || r.status == call_status::cancelled) {
     log_access(client_closed_status);
     return close();

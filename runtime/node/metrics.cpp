@@ -138,6 +138,34 @@ void prom_text::bucket(std::string_view name, labels ls, std::string_view le,
   out_ += fmt::format("{}le=\"{}\"}} {}\n", ls.size() > 0 ? "," : "", le, n);
 }
 
+void node_metrics::record_usage(const std::string& key,
+                                const std::string& model,
+                                const std::string& source,
+                                const policy::token_usage& u,
+                                std::optional<policy::money> cost) {
+  auto sat = [](uint64_t& sum, uint64_t add) {
+    sum = add > UINT64_MAX - sum ? UINT64_MAX : sum + add;
+  };
+  std::lock_guard<std::mutex> guard{mx_};
+  auto series = std::make_tuple(key.empty() ? "anonymous" : key, model,
+                                source.empty() ? "none" : source);
+  auto i = usage_.find(series);
+  if (i == usage_.end()) {
+    if (usage_.size() >= max_usage_series)
+      std::get<1>(series) = "other";
+    i = usage_.try_emplace(std::move(series)).first;
+  }
+  auto& s = i->second;
+  sat(s.prompt, u.prompt);
+  sat(s.completion, u.completion);
+  sat(s.cached, u.cached_prompt);
+  s.estimated += u.estimated ? 1 : 0;
+  if (cost) {
+    s.priced = true;
+    sat(s.cost, *cost);
+  }
+}
+
 void node_metrics::write(prom_text& out) const {
   std::lock_guard<std::mutex> guard{mx_};
   out.family("sluice_calls_total", "counter",
@@ -168,6 +196,40 @@ void node_metrics::write(prom_text& out) const {
              "that made attempts).");
   out.histogram("sluice_gateway_overhead_seconds", {}, overhead_buckets,
                 overhead_.buckets, overhead_.count, overhead_.sum);
+  out.family("sluice_tokens_total", "counter",
+             "Tokens calls used, as their answers said or as estimated, by "
+             "client key, model, answering source and type (prompt, "
+             "completion, cached: prompt tokens from the provider's cache).");
+  for (auto& [k, s] : usage_) {
+    auto& [key, model, source] = k;
+    std::pair<const char*, uint64_t> types[] = {{"prompt", s.prompt},
+                                                {"completion", s.completion},
+                                                {"cached", s.cached}};
+    for (auto& [type, n] : types)
+      out.sample(
+          "sluice_tokens_total",
+          {{"key", key}, {"model", model}, {"source", source}, {"type", type}},
+          n);
+  }
+  out.family("sluice_usage_estimated_total", "counter",
+             "Calls whose answer said no usage (counted by the estimate).");
+  for (auto& [k, s] : usage_) {
+    auto& [key, model, source] = k;
+    out.sample("sluice_usage_estimated_total",
+               {{"key", key}, {"model", model}, {"source", source}},
+               s.estimated);
+  }
+  out.family("sluice_cost_usd_total", "counter",
+             "What calls cost at [prices], in dollars, by client key, model "
+             "and answering source (priced models only).");
+  for (auto& [k, s] : usage_) {
+    if (!s.priced)
+      continue;
+    auto& [key, model, source] = k;
+    out.sample_text("sluice_cost_usd_total",
+                    {{"key", key}, {"model", model}, {"source", source}},
+                    fmt::format("{:.8f}", policy::to_dollars(s.cost)));
+  }
 }
 
 } // namespace sluice

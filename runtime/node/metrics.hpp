@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "sluice/messages/call.hpp"
+#include "sluice/runtime/policy/spend/spend.hpp"
 
 namespace sluice {
 
@@ -96,6 +99,18 @@ public:
   /// attempts' time at upstreams (admission waits and backoff included).
   void record(const std::string& route, const call_result& r, duration elapsed);
 
+  /// The most (key, model, source) series of the token and cost counters:
+  /// model names come from clients (a route's glob lets any through), so
+  /// a call beyond counts under model "other".
+  static constexpr size_t max_usage_series = 1024;
+
+  /// Records what a finished call used (SPEC §12) under its client key
+  /// (empty: anonymous), model and answering source; `cost`: none when
+  /// the model has no price.
+  void record_usage(const std::string& key, const std::string& model,
+                    const std::string& source, const policy::token_usage& u,
+                    std::optional<policy::money> cost);
+
   /// Writes the counters and histograms to `out`.
   void write(prom_text& out) const;
 
@@ -148,6 +163,17 @@ private:
     size_t next = 0;
   };
   std::map<std::string, recent_ring> recent_;
+  struct usage_sums {
+    uint64_t prompt = 0;
+    uint64_t completion = 0;
+    uint64_t cached = 0;
+    uint64_t estimated = 0;
+    policy::money cost = 0;
+    bool priced = false;
+  };
+  /// (key, model, source) -> what their calls used.
+  std::map<std::tuple<std::string, std::string, std::string>, usage_sums>
+      usage_;
 };
 
 } // namespace sluice

@@ -45,10 +45,6 @@ void budget(std::optional<policy::spend_budget>& b, double dollars,
   }
 }
 
-double dollars(policy::money m) {
-  return static_cast<double>(m) / policy::money_per_dollar;
-}
-
 } // namespace
 
 spend_scope::spend_scope(std::string name, const spend_settings& settings,
@@ -117,7 +113,7 @@ spend_scope::verdict spend_scope::reserve(uint64_t tokens, policy::money cost,
       give_back();
       v.why = refused::quota;
       v.limit = s.name;
-      v.limit_value = dollars(s.b->limit());
+      v.limit_value = policy::to_dollars(s.b->limit());
       v.retry_after = std::chrono::duration_cast<duration>(g.resets_at - wall);
       return v;
     }
@@ -223,7 +219,7 @@ spend_scope::shared_refusal(const shared_limit& l,
     return v;
   }
   v.why = refused::quota;
-  v.limit_value = dollars(l.limit);
+  v.limit_value = policy::to_dollars(l.limit);
   auto period = l.type == shared_limit::kind::day
                     ? policy::budget_period::day
                     : policy::budget_period::month;

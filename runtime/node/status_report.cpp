@@ -154,9 +154,7 @@ json healthz_json(front_state& front) {
 json spend_json(const spend_scope& scope, time_point now, wall_time wall) {
   auto& s = scope.settings();
   auto f = scope.read(now, wall);
-  auto usd = [](policy::money m) {
-    return static_cast<double>(m) / policy::money_per_dollar;
-  };
+  auto usd = policy::to_dollars;
   json j = {{"tokens_in_flight", f.tokens_in_flight}};
   if (s.tokens_per_minute != 0)
     j["tokens_per_minute"] = {{"limit", s.tokens_per_minute},

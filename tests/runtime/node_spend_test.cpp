@@ -218,3 +218,49 @@ TEST_CASE("spend: a reload changes the limits and keeps what was counted",
   CHECK(spend["keys"]["team-q"]["budget_usd_per_day"]["spent"] == 11.0);
   ::unlink(path.c_str());
 }
+
+TEST_CASE("spend: /metrics counts tokens and cost by key, model and source, "
+          "streamed or not, under a limit or only priced",
+          "[node][spend]") {
+  set_keys();
+  // No limit at all: the price alone has the usage read.
+  node_under_test node{R"toml(
+[node]
+access_log = "off"
+
+[auth]
+admin_key = "env:SLUICE_TEST_ADMIN"
+  [auth.keys.plain]
+  key = "env:SLUICE_TEST_KEY_A"
+
+[sources.fast]
+type = "simulated"
+  [[sources.fast.phases]]
+  latency_min_ms = 0
+  latency_max_ms = 0
+
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["fast"]
+
+[prices."sim-chat"]
+input = 1000000
+output = 1000000
+)toml"};
+  auto p = node.port();
+  REQUIRE(call(p, key_a).status == 200);
+  auto streamed = call(
+      p, key_a,
+      R"({"model":"sim-chat","stream":true,"messages":[{"role":"user","content":"hi"}]})");
+  REQUIRE(streamed.status == 200);
+  CHECK(streamed.body.find("usage") == std::string::npos);
+  auto m = exchange_with(p, http::verb::get, "/metrics", "", bearer(admin));
+  REQUIRE(m.status == 200);
+  auto has = [&](const std::string& line) {
+    return m.body.find("\n" + line + "\n") != std::string::npos;
+  };
+  CHECK(has(R"(sluice_tokens_total{key="plain",model="sim-chat",source="fast",type="prompt"} 2)"));
+  CHECK(has(R"(sluice_tokens_total{key="plain",model="sim-chat",source="fast",type="completion"} 20)"));
+  CHECK(has(R"(sluice_cost_usd_total{key="plain",model="sim-chat",source="fast"} 22.00000000)"));
+  CHECK(has(R"(sluice_usage_estimated_total{key="plain",model="sim-chat",source="fast"} 0)"));
+}

@@ -54,6 +54,11 @@ money cost_of(const token_usage& usage, const model_price& price) noexcept;
 /// Dollars to money, rounded to the nearest unit (a setting: validated).
 money to_money(double dollars) noexcept;
 
+/// Money as dollars (for JSON numbers and Prometheus samples).
+constexpr double to_dollars(money m) noexcept {
+  return static_cast<double>(m) / money_per_dollar;
+}
+
 /// Money as dollars with up to 8 decimals, for headers, /status and logs
 /// ("0.00012", "12.5", "0").
 std::string dollars_text(money m);

@@ -200,8 +200,7 @@ TEST_CASE("access log: a FIFO is refused at once, at the start and on a "
   auto path = temp_path("fifo");
   std::remove(path.c_str());
   REQUIRE(mkfifo(path.c_str(), 0600) == 0);
-  CHECK_THROWS_WITH(access_log{path},
-                    Catch::Contains("is not a regular file"));
+  CHECK_THROWS_WITH(access_log{path}, Catch::Contains("is not a regular file"));
   // A file replaced by a FIFO after the start: the reopen refuses it and
   // the log writes on to the file it had open.
   auto file = temp_path("fifo-reopen");
@@ -389,4 +388,33 @@ TEST_CASE("access log: a cleared record is a new one, its strings keeping "
   clear_record(r);
   CHECK(access_line(r) == access_line(access_record{}));
   CHECK(r.request_id.capacity() == room);
+}
+
+TEST_CASE("access log: a call's tokens, cost and whether they were "
+          "estimated") {
+  access_record r;
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.status = 200;
+  auto plain = nlohmann::json::parse(access_line(r));
+  CHECK_FALSE(plain.contains("prompt_tokens")); // not read: not written
+  r.usage = policy::token_usage{};
+  r.usage->prompt = 1200;
+  r.usage->completion = 30;
+  r.usage->cached_prompt = 1000;
+  r.cost = policy::money{625'000};
+  auto doc = nlohmann::json::parse(access_line(r));
+  CHECK(doc["prompt_tokens"] == 1200);
+  CHECK(doc["completion_tokens"] == 30);
+  CHECK(doc["cached_tokens"] == 1000);
+  CHECK(doc["usage_estimated"] == false);
+  CHECK(doc["cost_usd"].get<double>() == Approx(0.00625));
+  r.cost.reset();
+  r.usage->estimated = true;
+  doc = nlohmann::json::parse(access_line(r));
+  CHECK(doc["usage_estimated"] == true);
+  CHECK(doc["cost_usd"].is_null());
+  clear_record(r);
+  CHECK_FALSE(r.usage);
+  CHECK_FALSE(r.cost);
 }
