@@ -8,10 +8,17 @@ void provider_headroom::lane::take(const limit_lane& l,
                                    time_point now) noexcept {
   if (l.empty())
     return;
-  limit = l.limit;
   // What is left counts only with the instant it is full again: without
   // one, holding a call back could hold it for ever.
-  left = l.reset ? l.remaining : std::nullopt;
+  std::optional<uint64_t> said = l.reset ? l.remaining : std::nullopt;
+  if (said)
+    said = *said > in_flight ? *said - in_flight : 0;
+  // Until the known reset, what is left only falls: an answer to an
+  // earlier request may arrive after a later one's and say more.
+  if (said && known(now) && *said > *left)
+    return;
+  limit = l.limit;
+  left = said;
   reset_at = now + l.reset.value_or(duration::zero());
 }
 
@@ -20,6 +27,7 @@ bool provider_headroom::lane::known(time_point now) const noexcept {
 }
 
 void provider_headroom::lane::spend(uint64_t n, time_point now) noexcept {
+  in_flight = n > UINT64_MAX - in_flight ? UINT64_MAX : in_flight + n;
   if (known(now))
     left = *left > n ? *left - n : 0;
 }
@@ -32,10 +40,17 @@ bool provider_headroom::lane::short_for(uint64_t n,
   return !(limit && n > *limit);
 }
 
-void provider_headroom::observe(const provider_limits& limits,
-                                time_point now) noexcept {
+void provider_headroom::answered(uint64_t tokens,
+                                 const provider_limits& limits,
+                                 time_point now) noexcept {
+  abandoned(tokens);
   requests_.take(limits.requests, now);
   tokens_.take(limits.token_lane(), now);
+}
+
+void provider_headroom::abandoned(uint64_t tokens) noexcept {
+  requests_.done(1);
+  tokens_.done(tokens);
 }
 
 provider_headroom::verdict
@@ -53,9 +68,14 @@ provider_headroom::check(uint64_t tokens, time_point now) const noexcept {
   return v;
 }
 
-void provider_headroom::sent(uint64_t tokens, time_point now) noexcept {
-  requests_.spend(1, now);
-  tokens_.spend(tokens, now);
+provider_headroom::verdict provider_headroom::take(uint64_t tokens,
+                                                   time_point now) noexcept {
+  auto v = check(tokens, now);
+  if (v.go) {
+    requests_.spend(1, now);
+    tokens_.spend(tokens, now);
+  }
+  return v;
 }
 
 std::optional<uint64_t>

@@ -126,17 +126,15 @@ TEST_CASE("provider headroom: a call the upstream cannot cover waits for "
   provider_limits l;
   l.tokens = {30000, 2500, 10s};
   l.requests = {100, 2, 60s};
-  h.observe(l, t0);
+  h.answered(0, l, t0);
   CHECK(h.tokens_left(t0) == 2500u);
-  CHECK(h.check(2000, t0).go);
-  h.sent(2000, t0);
+  CHECK(h.take(2000, t0).go);
   CHECK(h.tokens_left(t0 + 1s) == 500u);
   CHECK(h.requests_left(t0 + 1s) == 1u);
   auto v = h.check(1000, t0 + 1s); // 500 left: wait for the tokens' reset
   CHECK_FALSE(v.go);
   CHECK(v.not_before == t0 + 10s);
-  CHECK(h.check(500, t0 + 1s).go);
-  h.sent(500, t0 + 1s);
+  CHECK(h.take(500, t0 + 1s).go);
   // No request left either: the later of the two resets.
   CHECK(h.requests_left(t0 + 2s) == 0u);
   v = h.check(10, t0 + 2s);
@@ -149,7 +147,7 @@ TEST_CASE("provider headroom: a call the upstream cannot cover waits for "
   // A new answer's headers replace what was known.
   l.tokens = {30000, 30000, 1s};
   l.requests = {100, 99, 1s};
-  h.observe(l, t0 + 61s);
+  h.answered(0, l, t0 + 61s);
   CHECK(h.check(20000, t0 + 61s).go);
 }
 
@@ -158,17 +156,55 @@ TEST_CASE("provider headroom: a call larger than the whole limit goes, and a "
   provider_headroom h;
   provider_limits l;
   l.tokens = {1000, 0, 30s};
-  h.observe(l, t0);
+  h.answered(0, l, t0);
   CHECK_FALSE(h.check(10, t0).go);
   CHECK(h.check(5000, t0).go); // waiting would never make it fit
   provider_headroom no_reset;
   l.tokens = {1000, 0, std::nullopt};
-  no_reset.observe(l, t0);
+  no_reset.answered(0, l, t0);
   CHECK(no_reset.check(10, t0).go);
   CHECK(no_reset.tokens_left(t0) == std::nullopt);
   // An answer with no rate-limit headers changes nothing.
   l.tokens = {1000, 0, 30s};
-  h.observe(l, t0);
-  h.observe(provider_limits{}, t0 + 1s);
+  h.answered(0, l, t0);
+  h.answered(0, provider_limits{}, t0 + 1s);
   CHECK_FALSE(h.check(10, t0 + 1s).go);
+}
+
+TEST_CASE("provider headroom: calls in flight count against what an answer "
+          "says, and an earlier request's late answer raises nothing") {
+  provider_headroom h;
+  REQUIRE(h.take(2000, t0).go); // a
+  REQUIRE(h.take(2000, t0).go); // b
+  REQUIRE(h.take(2000, t0).go); // c
+  CHECK(h.tokens_in_flight() == 6000);
+  CHECK(h.requests_in_flight() == 3);
+  provider_limits l;
+  // b's answer: the upstream had counted a and b; c may not be counted.
+  l.tokens = {10000, 6000, 10s};
+  h.answered(2000, l, t0 + 1s);
+  CHECK(h.tokens_left(t0 + 1s) == 2000u); // 6000 less a and c in flight
+  CHECK(h.tokens_in_flight() == 4000);
+  // a's answer, arriving later, says what was left before b: ignored.
+  l.tokens = {10000, 8000, 10s};
+  h.answered(2000, l, t0 + 2s);
+  CHECK(h.tokens_left(t0 + 2s) == 2000u);
+  // c's answer says less: taken.
+  l.tokens = {10000, 1000, 10s};
+  h.answered(2000, l, t0 + 3s);
+  CHECK(h.tokens_left(t0 + 3s) == 1000u);
+  CHECK(h.tokens_in_flight() == 0);
+  CHECK(h.requests_in_flight() == 0);
+  CHECK_FALSE(h.take(1500, t0 + 3s).go);
+  // A call that ended with no answer gives back only what it had in flight.
+  REQUIRE(h.take(500, t0 + 4s).go);
+  h.abandoned(500);
+  CHECK(h.tokens_in_flight() == 0);
+  CHECK(h.tokens_left(t0 + 4s) == 500u);
+  // Past the reset (c's answer's: 13 s) the next answer says anything.
+  l.tokens = {10000, 9000, 10s};
+  h.answered(0, l, t0 + 12s);
+  CHECK(h.tokens_left(t0 + 12s) == 500u);
+  h.answered(0, l, t0 + 14s);
+  CHECK(h.tokens_left(t0 + 14s) == 9000u);
 }
