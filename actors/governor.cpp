@@ -127,8 +127,9 @@ void check_stall(governor_actor* self, std::function<void()> then) {
 
 void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   auto& st = self->state;
-  auto it = std::find_if(st.running.begin(), st.running.end(),
-                         [seq](const running_attempt& a) { return a.seq == seq; });
+  auto it =
+      std::find_if(st.running.begin(), st.running.end(),
+                   [seq](const running_attempt& a) { return a.seq == seq; });
   if (it == st.running.end())
     return; // abandoned or cancelled meanwhile
   auto cur = std::move(*it);
@@ -144,6 +145,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   st.clock->end_attempt(cur.clock_id, now, !spends);
   auto in_flight = src.tier->load().in_use;
   release_source_permit(self, cur.source, cur.permit);
+  cur.room.answered(reply.limits, now);
   // The gate adjusts the AIMD limit, then wakes governors waiting for a
   // permit of this source.
   self->send(src.gate, aimd_atom_v, reply.kind, in_flight);
@@ -161,8 +163,7 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   st.attempts.push_back(
       {src.name, reply.kind, reply.status, now - cur.started, cur.hedge});
   // A custom source's reason is bounded: it goes into the caller's error.
-  st.attempts.back().reason =
-      reply.reason.substr(0, max_attempt_reason_bytes);
+  st.attempts.back().reason = reply.reason.substr(0, max_attempt_reason_bytes);
   auto step = st.retry.after_outcome(pol, cur.source, reply.kind,
                                      reply.retry_after, !st.running.empty(),
                                      st.clock->stalled(now), st.rng);
@@ -239,20 +240,19 @@ caf::result<call_result> start_call(governor_actor* self) {
   // `done` replaces the path with the ticket (admit_call is through with
   // the path by then).
   const auto& path = std::get<admission_path>(st.admission);
-  admit_call(self, path, st.wait_timeout,
-             [self](caf::expected<admission_ticket> t) {
-               auto& st = self->state;
-               if (!t) {
-                 finish(self,
-                        busy_result(busy_tier(t.error()), st.wait_timeout));
-                 return;
-               }
-               st.admission = std::move(*t);
-               if (st.cluster)
-                 admit_cluster(self);
-               else
-                 begin_rounds(self);
-             });
+  admit_call(
+      self, path, st.wait_timeout, [self](caf::expected<admission_ticket> t) {
+        auto& st = self->state;
+        if (!t) {
+          finish(self, busy_result(busy_tier(t.error()), st.wait_timeout));
+          return;
+        }
+        st.admission = std::move(*t);
+        if (st.cluster)
+          admit_cluster(self);
+        else
+          begin_rounds(self);
+      });
   return reply;
 }
 
@@ -338,7 +338,6 @@ caf::behavior governor_actor::make_behavior() {
   start_call(this);
   return {};
 }
-
 
 } // namespace sluice::governing
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,9 +13,10 @@
 #include "sluice/actors/breaker.hpp"
 #include "sluice/actors/direct_attempts.hpp"
 #include "sluice/messages/source.hpp"
-#include "sluice/runtime/policy/source/aimd.hpp"
 #include "sluice/runtime/policy/admission/tier_counter.hpp"
+#include "sluice/runtime/policy/source/aimd.hpp"
 #include "sluice/runtime/policy/source/token_bucket.hpp"
+#include "sluice/runtime/policy/spend/provider_headroom.hpp"
 
 namespace sluice {
 
@@ -43,6 +45,62 @@ private:
   policy::token_bucket bucket_;
 };
 
+/// What a source's upstream has left of its own rate limits, as its
+/// answers' headers said (SPEC §12; `policy::provider_headroom`), shared by
+/// every governor that calls the source, under a short lock like the quota.
+class source_headroom {
+public:
+  /// Whether a call of `tokens` may be sent now; if so it counts as sent
+  /// until `answered` or `abandoned`.
+  policy::provider_headroom::verdict take(uint64_t tokens, time_point now) {
+    std::lock_guard<std::mutex> guard{mx_};
+    auto v = room_.take(tokens, now);
+    if (!v.go)
+      ++held_back_;
+    return v;
+  }
+
+  void answered(uint64_t tokens, const policy::provider_limits& limits,
+                time_point now) {
+    if (!limits.empty())
+      seen_limits_.store(true, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> guard{mx_};
+    room_.answered(tokens, limits, now);
+  }
+
+  void abandoned(uint64_t tokens) {
+    std::lock_guard<std::mutex> guard{mx_};
+    room_.abandoned(tokens);
+  }
+
+  /// An answer has said something of the upstream's limits: calls' token
+  /// estimates are worth making.
+  bool seen_limits() const noexcept {
+    return seen_limits_.load(std::memory_order_relaxed);
+  }
+
+  /// For /status.
+  struct figures {
+    std::optional<uint64_t> requests_left;
+    std::optional<uint64_t> tokens_left;
+    uint64_t requests_in_flight = 0;
+    uint64_t tokens_in_flight = 0;
+    /// Calls held back (each time one was).
+    uint64_t held_back = 0;
+  };
+  figures read(time_point now) const {
+    std::lock_guard<std::mutex> guard{mx_};
+    return {room_.requests_left(now), room_.tokens_left(now),
+            room_.requests_in_flight(), room_.tokens_in_flight(), held_back_};
+  }
+
+private:
+  mutable std::mutex mx_;
+  policy::provider_headroom room_;
+  uint64_t held_back_ = 0;
+  std::atomic<bool> seen_limits_{false};
+};
+
 /// Everything the runtime keeps for one source: the source actor, its
 /// breaker, and its source tier -- a concurrency cap moved by AIMD, taken
 /// lock-free like an admission tier (no queue: a governor that finds it full
@@ -57,6 +115,9 @@ struct source_handle {
   caf::actor gate;
   /// Optional rate quota (null: none).
   std::shared_ptr<source_quota> quota;
+  /// The upstream's own rate limits, as its answers said (null: not
+  /// obeyed).
+  std::shared_ptr<source_headroom> headroom;
   /// A built-in source that times its attempts itself
   /// (`call_request::timeout`) and understands `(cancel_atom)`: governors
   /// ask it directly. Others get each attempt from a short-lived runner

@@ -14,6 +14,7 @@
 #include "sluice/messages/admission.hpp"
 #include "sluice/runtime/policy/call/governor_phase.hpp"
 #include "sluice/runtime/policy/outcome.hpp"
+#include "sluice/runtime/policy/spend/provider_limits.hpp"
 #include "sluice/runtime/policy/time.hpp"
 
 namespace sluice {
@@ -48,6 +49,11 @@ struct call_request {
   /// most 8 (`max_call_headers`), names and values already validated by
   /// the caller.
   std::vector<std::pair<std::string, std::string>> headers{};
+  /// What the call reserves in tokens (its prompt estimate and its
+  /// `max_tokens`; SPEC §12), for a source whose upstream says what it
+  /// has left (0: not known; the governor estimates it from the payload
+  /// when it needs it).
+  uint64_t tokens = 0;
 };
 
 /// The wire form of a call request (a source in another process, see
@@ -57,8 +63,8 @@ struct call_request {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, call_request& x) {
   return f(caf::meta::type_name("sluice.call_request"), x.route, x.payload,
-           x.model, x.stream, x.stream_to, x.stream_tag, x.timeout,
-           x.headers);
+           x.model, x.stream, x.stream_to, x.stream_tag, x.timeout, x.headers,
+           x.tokens);
 }
 
 /// Most entries of `call_request::headers`; an HTTP source sends no more.
@@ -81,7 +87,43 @@ struct source_reply {
   /// issuer certificate`, `timeout: first byte`. Never a secret, never the
   /// upstream's body. Empty: the status says it (or nothing is known).
   std::string reason{};
+  /// What the upstream said of its own rate limits in the answer's headers
+  /// (empty: nothing; SPEC §12).
+  policy::provider_limits limits{};
 };
+
+} // namespace sluice
+
+namespace sluice::policy {
+
+/// The wire form of one provider limit (a flag per field: CAF 0.17 has no
+/// inspector for `std::optional`).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, limit_lane& x) {
+  uint8_t has = (x.limit ? 1 : 0) | (x.remaining ? 2 : 0) | (x.reset ? 4 : 0);
+  auto limit = x.limit.value_or(0);
+  auto remaining = x.remaining.value_or(0);
+  auto reset = x.reset.value_or(duration::zero());
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    x.limit = (has & 1) != 0 ? std::optional<uint64_t>{limit} : std::nullopt;
+    x.remaining =
+        (has & 2) != 0 ? std::optional<uint64_t>{remaining} : std::nullopt;
+    x.reset = (has & 4) != 0 ? std::optional<duration>{reset} : std::nullopt;
+    return caf::none;
+  });
+  return f(caf::meta::type_name("sluice.limit_lane"), has, limit, remaining,
+           reset, load);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, provider_limits& x) {
+  return f(caf::meta::type_name("sluice.provider_limits"), x.requests, x.tokens,
+           x.input_tokens, x.output_tokens);
+}
+
+} // namespace sluice::policy
+
+namespace sluice {
 
 /// The wire form of a source's answer (CAF 0.17 has no inspector for
 /// `std::optional`: a flag and a value stand for `retry_after`).
@@ -97,7 +139,7 @@ typename Inspector::result_type inspect(Inspector& f, source_reply& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("sluice.source_reply"), x.kind, x.status,
-           x.body, has_retry, retry, x.content_type, x.reason, load);
+           x.body, has_retry, retry, x.content_type, x.reason, x.limits, load);
 }
 
 /// One attempt of a call, for the caller's record.

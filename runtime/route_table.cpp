@@ -54,8 +54,7 @@ void remove_limits(policy::ejection_ledger& l, const Entry& e) {
 runtime::route_entry runtime::build_route(
     const route_config& r,
     const std::map<std::string, policy::call_policy>& kinds,
-    const std::function<const source_handle*(const std::string&)>& find)
-    const {
+    const std::function<const source_handle*(const std::string&)>& find) const {
   auto key = "routes." + r.name;
   if (r.name.empty())
     throw config_error("routes", "a route needs a name");
@@ -135,8 +134,8 @@ void runtime::update(const update_plan& plan,
   auto abort = [this] {
     std::unique_lock<std::shared_mutex> guard{mx_};
     for (auto& [name, h] : staged_)
-      if (auto life = std::static_pointer_cast<const source_lifetime>(
-              h.lifetime)) {
+      if (auto life =
+              std::static_pointer_cast<const source_lifetime>(h.lifetime)) {
         life->retired->store(true, std::memory_order_release);
         // Never live: the name in the ledger is the running source's.
         if (h.breaker.ejection_seat)
@@ -164,6 +163,12 @@ void runtime::update(const update_plan& plan,
       h.quota = settings.quota ? std::make_shared<source_quota>(
                                      *settings.quota, sys_.clock().now())
                                : nullptr;
+      // Kept when still obeyed: what the upstream said, and the calls in
+      // flight counted against it, stay true across the reload.
+      if (!settings.obey_rate_limit_headers)
+        h.headroom = nullptr;
+      else if (!h.headroom)
+        h.headroom = std::make_shared<source_headroom>();
       h.model_names = nullptr;
       if (!settings.model_names.empty())
         h.model_names =
@@ -286,9 +291,10 @@ void runtime::update(const update_plan& plan,
   routes_version_.fetch_add(1, std::memory_order_acq_rel);
   cfg_.kinds = plan.kinds;
   // Forget retired sources no call holds any more.
-  retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
-                                [](const auto& p) { return p.second.expired(); }),
-                 retired_.end());
+  retired_.erase(
+      std::remove_if(retired_.begin(), retired_.end(),
+                     [](const auto& p) { return p.second.expired(); }),
+      retired_.end());
 }
 
 } // namespace sluice

@@ -57,7 +57,7 @@ void runtime::add_source(const std::string& name, source_actor actor,
     throw config_error(key, "a source with this name already exists");
   auto handle = make_source(sys_, name, std::move(actor), settings.breaker,
                             settings.aimd, settings.quota, self_timed,
-                            ejections_);
+                            ejections_, settings.obey_rate_limit_headers);
   handle.direct = std::move(direct);
   if (!settings.model_names.empty())
     handle.model_names =

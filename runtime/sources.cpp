@@ -8,13 +8,11 @@
 
 namespace sluice {
 
-source_handle make_source(caf::actor_system& sys, std::string name,
-                          source_actor actor,
-                          const policy::breaker_config& breaker,
-                          const policy::aimd_config& aimd,
-                          const std::optional<policy::quota_config>& quota,
-                          bool self_timed,
-                          std::shared_ptr<shared_ejections> ejections) {
+source_handle make_source(
+    caf::actor_system& sys, std::string name, source_actor actor,
+    const policy::breaker_config& breaker, const policy::aimd_config& aimd,
+    const std::optional<policy::quota_config>& quota, bool self_timed,
+    std::shared_ptr<shared_ejections> ejections, bool obey_rate_limit_headers) {
   policy::validate(aimd);
   if (quota)
     policy::validate(*quota);
@@ -31,6 +29,8 @@ source_handle make_source(caf::actor_system& sys, std::string name,
   h.tier = std::move(tier);
   h.gate = std::move(g);
   h.quota = std::move(q);
+  if (obey_rate_limit_headers)
+    h.headroom = std::make_shared<source_headroom>();
   h.self_timed = self_timed;
   return h;
 }

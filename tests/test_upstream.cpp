@@ -19,7 +19,8 @@ namespace {
 std::string keyword(const std::string& target) {
   static const char* known[] = {"ok",    "busy1",  "busy",  "down",
                                 "bad",   "auth",   "slow",  "cut",
-                                "stall", "stream", "teapot", "empty", "burst"};
+                                "stall", "stream", "teapot", "empty", "burst",
+                                "limited"};
   std::istringstream in{target.substr(0, target.find('?'))};
   std::string seg;
   while (std::getline(in, seg, '/'))
@@ -139,6 +140,40 @@ void test_upstream::serve(tcp::socket socket) {
         res.set(http::field::retry_after, "1");
       } else {
         res.body() = R"({"ok":true,"after":"429"})";
+      }
+    } else if (what == "limited") {
+      int left = 0;
+      bool taken = false;
+      std::chrono::milliseconds reset{0};
+      {
+        std::lock_guard<std::mutex> guard{limited_mx_};
+        auto now = std::chrono::steady_clock::now();
+        if (now >= window_end_) {
+          window_end_ = now + 1000ms;
+          window_left_ = limited_tokens;
+        }
+        if (window_left_ >= limited_charge) {
+          window_left_ -= limited_charge;
+          taken = true;
+        }
+        left = window_left_;
+        reset = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    window_end_ - now) +
+                1ms;
+      }
+      std::this_thread::sleep_for(50ms);
+      res.set("x-ratelimit-limit-tokens", std::to_string(limited_tokens));
+      res.set("x-ratelimit-remaining-tokens", std::to_string(left));
+      res.set("x-ratelimit-reset-tokens", std::to_string(reset.count()) + "ms");
+      if (taken) {
+        res.body() = R"({"ok":true,"usage":{"prompt_tokens":10,)"
+                     R"("completion_tokens":90,"total_tokens":100}})";
+      } else {
+        ++limited_429s;
+        res.result(429);
+        res.set(http::field::retry_after, "1");
+        res.body() = R"({"error":{"message":"Rate limit reached for tokens",)"
+                     R"("type":"tokens","code":"rate_limit_exceeded"}})";
       }
     } else if (what == "down") {
       res.result(503);

@@ -16,6 +16,11 @@
 //   stall   200 text/event-stream, one event, then 3 s of silence
 //   burst   200 text/event-stream, 3 events, [DONE] and the end, all in
 //           one write
+//   limited a provider's token limit (`limited_tokens` per 1 s window, the
+//           first request opening it): each request takes
+//           `limited_charge` tokens; answered after 50 ms, 200 with usage
+//           when they were left, else 429 (Retry-After: 1); either way
+//           with OpenAI's x-ratelimit-{limit,remaining,reset}-tokens
 //
 // Anything else is 404. While `failing` is set every request gets 503; while
 // `hanging` is set every request is `slow`.
@@ -54,6 +59,12 @@ public:
   /// Every request answers after 3 s (as `slow`) while set.
   std::atomic<bool> hanging{false};
 
+  /// The `limited` endpoint's limit per window, its charge per request,
+  /// and the 429s it answered.
+  std::atomic<int> limited_tokens{1000};
+  std::atomic<int> limited_charge{100};
+  std::atomic<int> limited_429s{0};
+
   /// When each request arrived (its head read), in order.
   std::vector<std::chrono::steady_clock::time_point> arrivals() const;
 
@@ -65,6 +76,9 @@ private:
   boost::asio::ip::tcp::acceptor acceptor_;
   std::atomic<bool> stop_{false};
   std::atomic<int> busy1_seen_{0};
+  std::mutex limited_mx_;
+  std::chrono::steady_clock::time_point window_end_{};
+  int window_left_ = 0;
   std::thread accept_thread_;
   std::mutex threads_mx_;
   mutable std::mutex arrivals_mx_;

@@ -9,6 +9,7 @@
 #include "sluice/actors/attempt_runner.hpp"
 #include "sluice/actors/log.hpp"
 #include "sluice/actors/payload.hpp"
+#include "sluice/actors/usage.hpp"
 #include "sluice/messages/atoms.hpp"
 
 namespace sluice::governing {
@@ -82,8 +83,8 @@ void cancel_others(governor_actor* self, uint64_t keep) {
       self->send(src.breaker.actor, lease_expire_atom_v, a.verdict.lease);
     if (st.clock)
       st.clock->end_attempt(a.clock_id, now, false);
-    attempt_record r{st.route().sources[a.source].name,
-                     outcome_kind::transient, 0, now - a.started, a.hedge};
+    attempt_record r{st.route().sources[a.source].name, outcome_kind::transient,
+                     0, now - a.started, a.hedge};
     r.cancelled = true;
     st.attempts.push_back(std::move(r));
   }
@@ -129,7 +130,9 @@ void arm_first_byte_timer(governor_actor* self, duration ttft, uint64_t tag) {
 template <class Request>
 void await_answer(governor_actor* self, Request&& request, uint64_t seq) {
   std::forward<Request>(request).then(
-      [self, seq](source_reply& reply) { on_outcome(self, seq, std::move(reply)); },
+      [self, seq](source_reply& reply) {
+        on_outcome(self, seq, std::move(reply));
+      },
       [self, seq](caf::error& err) {
         if (is_timeout(err))
           abandon_attempt(self, seq, outcome_kind::timeout,
@@ -176,8 +179,18 @@ bool start_direct(governor_actor* self, const source_handle& src,
   return true;
 }
 
+uint64_t call_tokens(governor_state& st, const source_headroom& room) {
+  if (st.request.tokens == 0 && room.seen_limits()) {
+    estimate_rules rules;
+    st.request.tokens = std::max<uint64_t>(
+        1, estimate_request(st.request.payload, rules).total());
+  }
+  return st.request.tokens;
+}
+
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
-                   const breaker_verdict& verdict, bool hedge) {
+                   const breaker_verdict& verdict, bool hedge,
+                   headroom_hold room) {
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
   auto seq = ++st.attempt_seq;
@@ -199,6 +212,7 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   running_attempt a{seq, idx, permit, verdict, now, {}, tag, 0, {}};
   a.clock_id = st.clock->begin_attempt(now);
   a.hedge = hedge;
+  a.room = std::move(room);
   if (hedge)
     st.retry.hedge_started();
   st.running.push_back(std::move(a));

@@ -59,8 +59,7 @@ bool running_at(const governor_state& st, size_t idx) {
 // asked when the attempt starts, when its hedge timer fires and when the
 // hedge's breaker answers.
 bool may_hedge(const governor_state& st, uint64_t seq) {
-  return st.retry.may_hedge(st.policy(),
-                            st.phase == governor_phase::attempting,
+  return st.retry.may_hedge(st.policy(), st.phase == governor_phase::attempting,
                             is_current(st, seq));
 }
 
@@ -116,6 +115,23 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
         continue;
       }
     }
+    // The upstream's own limits, as its answers said: a call they cannot
+    // cover waits for their reset (stall time, as for the quota) or goes
+    // to another source.
+    headroom_hold room;
+    if (src.headroom) {
+      auto now = self->clock().now();
+      auto tokens = call_tokens(st, *src.headroom);
+      auto v = src.headroom->take(tokens, now);
+      if (!v.go) {
+        auto& x = st.more();
+        if (!x.next_token || v.not_before < *x.next_token)
+          x.next_token = v.not_before;
+        release_source_permit(self, idx, permit);
+        continue;
+      }
+      room = headroom_hold{src.headroom, tokens};
+    }
     // Closed: go under the generation the mirror shows, without asking the
     // breaker. Had it moved on meanwhile, the outcome is recorded under an
     // earlier generation and ignored -- as for any call admitted just
@@ -124,16 +140,17 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
       breaker_verdict go;
       go.what = breaker_verdict::decision::go;
       go.generation = seen.generation;
-      start_attempt(self, idx, permit, go, hedge);
+      start_attempt(self, idx, permit, go, hedge, std::move(room));
       return;
     }
     // The round goes on with the rest of the order when the breaker
     // answers: one of the two handlers runs, once, and takes it.
     auto rest = std::make_shared<std::vector<size_t>>(std::move(order));
+    auto held = std::make_shared<headroom_hold>(std::move(room));
     self->request(src.breaker.actor, caf::infinite, allow_atom_v)
         .then(
-            [self, rest, i, idx, permit, hedge_for,
-             hedge](const breaker_verdict& v) {
+            [self, rest, i, idx, permit, hedge_for, hedge,
+             held](const breaker_verdict& v) {
               auto& st = self->state;
               if (hedge && stale_hedge(st, hedge_for, idx)) {
                 release_source_permit(self, idx, permit);
@@ -143,19 +160,20 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
                 return;
               }
               if (v.may_go()) {
-                start_attempt(self, idx, permit, v, hedge);
+                start_attempt(self, idx, permit, v, hedge, std::move(*held));
                 return;
               }
+              held->release();
               auto& x = st.more();
               if (!x.soonest_retry || v.retry_at < *x.soonest_retry)
                 x.soonest_retry = v.retry_at;
               release_source_permit(self, idx, permit);
               try_candidate(self, std::move(*rest), i + 1, hedge_for);
             },
-            [self, rest, i, idx, permit, hedge_for](caf::error&) {
+            [self, rest, i, idx, permit, hedge_for, held](caf::error&) {
+              held->release();
               release_source_permit(self, idx, permit);
-              if (hedge_for != 0 &&
-                  stale_hedge(self->state, hedge_for, idx))
+              if (hedge_for != 0 && stale_hedge(self->state, hedge_for, idx))
                 return;
               try_candidate(self, std::move(*rest), i + 1, hedge_for);
             });

@@ -34,6 +34,41 @@ using policy::outcome_kind;
 
 // -- the governor's state -----------------------------------------------------
 
+/// An attempt's part in its source's headroom (the upstream's own rate
+/// limits): counted sent when the attempt started, and given back -- with
+/// the answer's headers, or without an answer when dropped.
+struct headroom_hold {
+  std::shared_ptr<source_headroom> room;
+  uint64_t tokens = 0;
+
+  headroom_hold() = default;
+  headroom_hold(std::shared_ptr<source_headroom> r, uint64_t t) noexcept
+      : room(std::move(r))
+      , tokens(t) {}
+  headroom_hold(headroom_hold&&) noexcept = default;
+  headroom_hold& operator=(headroom_hold&& other) noexcept {
+    if (this != &other) {
+      release();
+      room = std::move(other.room);
+      tokens = other.tokens;
+    }
+    return *this;
+  }
+  ~headroom_hold() { release(); }
+
+  void answered(const policy::provider_limits& limits, time_point now) {
+    if (room)
+      room->answered(tokens, limits, now);
+    room.reset();
+  }
+
+  void release() noexcept {
+    if (room)
+      room->abandoned(tokens);
+    room.reset();
+  }
+};
+
 struct running_attempt {
   /// Tells this attempt's answer from a late one of an abandoned attempt.
   uint64_t seq = 0;
@@ -54,6 +89,8 @@ struct running_attempt {
   policy::stall_clock::attempt_id clock_id = 0;
   /// Started beside a slow attempt (hedging), not after a failed one.
   bool hedge = false;
+  /// Its source's headroom, while it runs.
+  headroom_hold room;
 
   /// Closes a direct attempt upstream (it was abandoned, or the governor
   /// terminates with it in flight).
@@ -211,7 +248,13 @@ void release_source_permit(governor_actor* self, size_t idx, permit_id id);
 void cancel_others(governor_actor* self, uint64_t keep);
 
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
-                   const breaker_verdict& verdict, bool hedge = false);
+                   const breaker_verdict& verdict, bool hedge = false,
+                   headroom_hold room = {});
+
+/// What the call reserves in tokens at a source whose upstream says what
+/// it has left: the caller's figure, else the payload's estimate, made
+/// once (0 while no answer of the source has said anything).
+uint64_t call_tokens(governor_state& st, const source_headroom& room);
 
 // -- governor/rounds.cpp ------------------------------------------------------
 

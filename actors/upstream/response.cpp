@@ -237,6 +237,13 @@ source_reply make_reply(response_reader& r,
   if (auto ra = h.find(http::field::retry_after); ra != h.end())
     out.retry_after = policy::parse_retry_after(
         std::string_view{ra->value().data(), ra->value().size()}, now);
+  // The upstream's own rate limits, for the source's headroom.
+  for (auto& field : h) {
+    auto name = field.name_string();
+    auto value = field.value();
+    policy::read_limit_header(out.limits, {name.data(), name.size()},
+                              {value.data(), value.size()}, now);
+  }
   if (is_auth_refusal(out.status)) {
     // The upstream's 401/403/407 concerns the gateway's own key, and its
     // body may quote it: neither is the client's business.

@@ -124,9 +124,10 @@ void read_tls(table_reader& r, http_tls_config& tls) {
 // outcome class, checked as read so an error names the element's line.
 void read_statuses(table_reader& r, policy::status_rules& rules) {
   using policy::outcome_kind;
-  for (auto [key, kind] : {std::pair{"transient", outcome_kind::transient},
-                           std::pair{"rate_limited", outcome_kind::rate_limited},
-                           std::pair{"permanent", outcome_kind::permanent}}) {
+  for (auto [key, kind] :
+       {std::pair{"transient", outcome_kind::transient},
+        std::pair{"rate_limited", outcome_kind::rate_limited},
+        std::pair{"permanent", outcome_kind::permanent}}) {
     auto list = r.array(key);
     if (list == nullptr)
       continue;
@@ -200,6 +201,9 @@ source_decl read_source(const std::string& name, const toml::table& t) {
     }
     mr.done();
   }
+  read_fields(r, d.settings,
+              {flag_field<&source_settings::obey_rate_limit_headers>(
+                  "obey_rate_limit_headers")});
   if (d.type == "remote") {
     auto address = r.string("address");
     if (!address)
@@ -214,11 +218,11 @@ source_decl read_source(const std::string& name, const toml::table& t) {
                             " (HOST:PORT or [V6]:PORT, e.g. "
                             "\"127.0.0.1:7300\")");
     }
-    read_fields(r, d.remote,
-                {span_field<&remote_source_config::connect_timeout>(
-                     "connect_timeout_s"),
-                 span_field<&remote_source_config::reconnect_max>(
-                     "reconnect_max_s")});
+    read_fields(
+        r, d.remote,
+        {span_field<&remote_source_config::connect_timeout>(
+             "connect_timeout_s"),
+         span_field<&remote_source_config::reconnect_max>("reconnect_max_s")});
     // Mutual TLS only: no plaintext mode to fall back to (validate refuses
     // a missing file).
     std::optional<table_reader> tr;

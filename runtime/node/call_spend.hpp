@@ -93,6 +93,11 @@ public:
     return usage_;
   }
   policy::money cost() const noexcept { return cost_; }
+  /// What the call reserves in tokens (0: no estimate was made).
+  uint64_t tokens() const noexcept {
+    return estimated_ ? estimate_.total() : 0;
+  }
+
   /// The model has a price (`cost` means something).
   bool priced() const noexcept { return price_.has_value(); }
 

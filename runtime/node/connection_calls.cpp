@@ -154,6 +154,7 @@ void connection::send_call(const std::string& path, call_options opts,
   call_request call{path, std::move(request_.body())};
   call.model = std::move(model);
   call.stream = stream;
+  call.tokens = spend_.tokens();
   call.headers = forwarded_headers(request_.base(), rec_.request_id);
   opts.connection = tier_;
   ++front_.in_flight;

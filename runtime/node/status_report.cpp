@@ -255,6 +255,20 @@ json status_json(front_state& front, json scopes) {
          {"attempts_by_outcome", figures.attempts.count(s.name) > 0
                                      ? json(figures.attempts[s.name])
                                      : json::object()}});
+    // The upstream's own limits as its answers said (SPEC §12).
+    if (s.headroom) {
+      // On the actors' clock (the governors' own): the steady clock.
+      auto h = s.headroom->read(steady::now());
+      auto known = [](const std::optional<uint64_t>& v) {
+        return v ? json(*v) : json(nullptr);
+      };
+      sources.back()["provider_limits"] = {
+          {"requests_left", known(h.requests_left)},
+          {"tokens_left", known(h.tokens_left)},
+          {"requests_in_flight", h.requests_in_flight},
+          {"tokens_in_flight", h.tokens_in_flight},
+          {"held_back", h.held_back}};
+    }
     // An https:// source: whether it verifies (false is an explicit
     // opt-out an operator must see) and its handshakes.
     auto http = front.rt.find_http_source(s.name);

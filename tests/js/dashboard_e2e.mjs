@@ -50,6 +50,8 @@ events_ping_s = 2
 admin_key = "env:SLUICE_DASHBOARD_ADMIN_KEY"
   [auth.keys.team-a]
   key = "env:SLUICE_DASHBOARD_TEAM_KEY"
+  tokens_per_minute = 10000000
+  budget_usd_per_day = 1000
 
 [admission]
 session_cap = 64
@@ -93,6 +95,14 @@ kind = "chat"
 sources = ["primary", "backup"]
   [routes."/v1/chat/completions".models]
   "slow" = ["slow"]
+
+[prices."any"]
+input = 0.15
+output = 0.60
+
+[prices."slow"]
+input = 0.15
+output = 0.60
 `;
 
 // A node sharing its global tier through Redis (the cluster tier).
@@ -339,6 +349,22 @@ async function main() {
       await shot('tiers');
       await Promise.all(held);
       return `page ${shown}, /status ${st.tiers.global.in_use}`;
+    });
+
+    await check("the key's tokens and spend show against its limits", async () => {
+      const shown = await until(async () => {
+        const v = await page.textContent('[data-spend="team-a"][data-field="tokens_per_minute"]').catch(() => null);
+        return v && v !== '0' ? v : null;
+      }, 5_000, 'no tokens per minute for team-a');
+      const st = await statusJson(port);
+      const k = st.spend.keys['team-a'];
+      expect(k.tokens_per_minute.limit === 10000000, `limit ${k.tokens_per_minute.limit}`);
+      expect(k.tokens_per_minute.used > 0, `used ${k.tokens_per_minute.used}`);
+      const spent = await page.textContent('[data-spend="team-a"][data-field="budget_usd_per_day"]');
+      expect(/^\$\d+\.\d\d$/.test(spent), `spent ${spent}`);
+      const row = await page.textContent('#spend tbody tr[data-kind="key"]');
+      expect(row.includes('of 10,000,000') && row.includes('of $1000.00'), `row ${row}`);
+      return `page ${shown} tokens this minute, ${spent} today; /status ${k.tokens_per_minute.used}`;
     });
 
     await check('a tool_busy verdict appears after an overload burst', async () => {

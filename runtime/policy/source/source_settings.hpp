@@ -19,6 +19,10 @@ struct source_settings {
   /// The upstream's own name for models the clients name: a call for key
   /// "gpt-4o" reaches this source with the value in its body's `model`.
   std::map<std::string, std::string> model_names{};
+  /// Read the upstream's own rate-limit headers (OpenAI's and Anthropic's)
+  /// and hold back a call they say it cannot take now (SPEC §12): it
+  /// waits for their reset (stall time) or goes to another source.
+  bool obey_rate_limit_headers = true;
 };
 
 } // namespace sluice

@@ -10,7 +10,13 @@ void provider_headroom::lane::take(const limit_lane& l,
     return;
   // What is left counts only with the instant it is full again: without
   // one, holding a call back could hold it for ever.
+  // A source in another process hands these over the wire: bounded here
+  // as the header parser bounds them.
   std::optional<uint64_t> said = l.reset ? l.remaining : std::nullopt;
+  if (said)
+    said = std::min(*said, provider_count_saturation);
+  auto reset = std::clamp(l.reset.value_or(duration::zero()), duration::zero(),
+                          provider_reset_saturation);
   if (said)
     said = *said > in_flight ? *said - in_flight : 0;
   // Until the known reset, what is left only falls: an answer to an
@@ -19,7 +25,7 @@ void provider_headroom::lane::take(const limit_lane& l,
     return;
   limit = l.limit;
   left = said;
-  reset_at = now + l.reset.value_or(duration::zero());
+  reset_at = now + reset;
 }
 
 bool provider_headroom::lane::known(time_point now) const noexcept {
@@ -40,8 +46,7 @@ bool provider_headroom::lane::short_for(uint64_t n,
   return !(limit && n > *limit);
 }
 
-void provider_headroom::answered(uint64_t tokens,
-                                 const provider_limits& limits,
+void provider_headroom::answered(uint64_t tokens, const provider_limits& limits,
                                  time_point now) noexcept {
   abandoned(tokens);
   requests_.take(limits.requests, now);
