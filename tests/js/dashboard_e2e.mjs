@@ -361,9 +361,10 @@ async function main() {
       expect(k.tokens_per_minute.limit === 10000000, `limit ${k.tokens_per_minute.limit}`);
       expect(k.tokens_per_minute.used > 0, `used ${k.tokens_per_minute.used}`);
       const spent = await page.textContent('[data-spend="team-a"][data-field="budget_usd_per_day"]');
-      expect(/^\$\d+\.\d\d$/.test(spent), `spent ${spent}`);
+      expect(/^\$\d+\.\d{4}$/.test(spent), `spent ${spent}`);
       const row = await page.textContent('#spend tbody tr[data-kind="key"]');
-      expect(row.includes('of 10,000,000') && row.includes('of $1000.00'), `row ${row}`);
+      expect(row.includes('key team-a') && row.includes('of 10,000,000') && row.includes('of $1000.00'), `row ${row}`);
+      expect(!(await page.textContent('#spend')).includes('null'), 'the panel shows "null"');
       return `page ${shown} tokens this minute, ${spent} today; /status ${k.tokens_per_minute.used}`;
     });
 

@@ -432,29 +432,30 @@
     const limitCell = (who, field, used, limit, fmt) => {
       if (limit == null) return el('td', { class: 'num muted', text: '–' });
       const fill = limit > 0 ? Math.min(1, used / limit) : 0;
-      return el('td', { class: 'num' },
-        el('b', { 'data-spend': who, 'data-field': field, text: fmt(used) }), ` of ${fmt(limit)}`,
-        el('span', { class: 'meter', title: `${fmtPct(fill)} of the limit` },
+      return el('td', { class: 'num', title: `${fmtPct(fill)} of the limit` },
+        el('b', { 'data-spend': who, 'data-field': field, text: fmt(used) }),
+        el('span', { class: 'muted of', text: ` of ${fmt(limit)}` }),
+        el('span', { class: 'meter' },
           el('span', { class: 'meter-fill', style: { width: `${(fill * 100).toFixed(1)}%` } })));
     };
-    const usd = (v) => `$${Number(v).toFixed(2)}`;
-    const row = (kind, name, s) => el('tr', { 'data-kind': kind },
-      el('td', { text: kind }), el('td', { text: name }),
+    // Cents hide a small spend: four decimals below $10.
+    const usd = (v) => `$${Number(v).toFixed(Math.abs(v) < 10 ? 4 : 2)}`;
+    const row = (kind, name, s) => el('tr', { 'data-kind': kind, title: `${fmtCount(s.tokens_in_flight)} tokens reserved by calls in flight` },
+      el('td', { text: `${kind} ${name}` }),
       limitCell(name, 'tokens_per_minute', s.tokens_per_minute && s.tokens_per_minute.used, s.tokens_per_minute && s.tokens_per_minute.limit, fmtCount),
       limitCell(name, 'tokens_per_day', s.tokens_per_day && s.tokens_per_day.used, s.tokens_per_day && s.tokens_per_day.limit, fmtCount),
       limitCell(name, 'budget_usd_per_day', s.budget_usd_per_day && s.budget_usd_per_day.spent, s.budget_usd_per_day && s.budget_usd_per_day.limit, usd),
-      limitCell(name, 'budget_usd_per_month', s.budget_usd_per_month && s.budget_usd_per_month.spent, s.budget_usd_per_month && s.budget_usd_per_month.limit, usd),
-      el('td', { class: 'num', text: fmtCount(s.tokens_in_flight) }));
+      limitCell(name, 'budget_usd_per_month', s.budget_usd_per_month && s.budget_usd_per_month.spent, s.budget_usd_per_month && s.budget_usd_per_month.limit, usd));
     const rows = [];
     for (const [name, s] of Object.entries(spend.keys || {})) rows.push(row('key', name, s));
     for (const [name, s] of Object.entries(spend.routes || {})) rows.push(row('route', name, s));
     const shared = spend.shared
       ? el('p', { class: 'muted', text: `counted in Redis${spend.shared.down ? ' (down: ' + spend.shared.when_down + ')' : ''} · ${fmtCount(spend.shared.held_here)} reservations held here · ${fmtCount(spend.shared.errors)} Redis errors` })
       : null;
-    document.getElementById('spend').replaceChildren(
-      rows.length ? el('table', {}, el('thead', {}, el('tr', {}, ...['scope', 'name', 'tokens / min', 'tokens / day', 'spent today', 'spent this month', 'in flight'].map((h) => el('th', { text: h })))), el('tbody', {}, ...rows))
-        : el('p', { class: 'muted', text: 'no token limits or budgets set' }),
-      shared);
+    const parts = [rows.length ? el('table', {}, el('thead', {}, el('tr', {}, ...['scope', 'tokens / min', 'tokens / day', 'spent today', 'this month'].map((h) => el('th', { text: h })))), el('tbody', {}, ...rows))
+      : el('p', { class: 'muted', text: 'no token limits or budgets set' })];
+    if (shared) parts.push(shared);
+    document.getElementById('spend').replaceChildren(...parts);
   }
 
   function renderVerdicts() {
