@@ -102,19 +102,26 @@ const char* budget_key(const spend_settings& s) {
 void check_budgets_priced(const file_config& cfg) {
   if (!cfg.node.spend.prices.empty())
     return;
+  // The scope's own budget, else its first model's with one.
+  auto check = [](const std::string& prefix, const spend_settings& s,
+                  int line) {
+    if (s.has_budget())
+      throw config_error(prefix + budget_key(s),
+                         "a budget needs [prices] for the models it pays "
+                         "for",
+                         line);
+    for (auto& m : s.models)
+      if (m.spend.has_budget())
+        throw config_error(prefix + "model_limits.\"" + m.pattern + "\"." +
+                               budget_key(m.spend),
+                           "a budget needs [prices] for the models it pays "
+                           "for",
+                           m.line);
+  };
   for (auto& k : cfg.node.auth.keys)
-    if (k.spend.has_budget())
-      throw config_error("auth.keys." + k.name + "." + budget_key(k.spend),
-                         "a budget needs [prices] for the models it pays "
-                         "for",
-                         k.line);
+    check("auth.keys." + k.name + ".", k.spend, k.line);
   for (auto& r : cfg.routes)
-    if (r.spend.has_budget())
-      throw config_error("routes.\"" + r.route.name + "\"." +
-                             budget_key(r.spend),
-                         "a budget needs [prices] for the models it pays "
-                         "for",
-                         r.line);
+    check("routes.\"" + r.route.name + "\".", r.spend, r.line);
 }
 
 } // namespace
@@ -181,14 +188,15 @@ file_config parse_config(std::string_view text, std::string_view origin) {
       auto* rt = routes.table(path);
       cfg.routes.push_back(config::read_route(path, *rt, cfg));
       auto& d = cfg.routes.back();
-      if (d.spend.any())
+      if (d.spend.applies())
         cfg.node.spend.routes[path] = d.spend;
       // Its kind's policy as read (a [kinds] table, or the defaults). Its
       // tokens and budgets are the node's, not the route's: a change of
       // them does not build the route again.
       toml::table runtime_part = *rt;
-      for (auto key : {"tokens_per_minute", "tokens_per_day",
-                       "budget_usd_per_day", "budget_usd_per_month"})
+      for (auto key :
+           {"tokens_per_minute", "tokens_per_day", "budget_usd_per_day",
+            "budget_usd_per_month", "model_limits"})
         runtime_part.erase(key);
       d.fingerprint = as_text(runtime_part) + "\n#kind ";
       if (auto* kinds = root.get_as<toml::table>("kinds"))

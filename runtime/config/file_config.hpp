@@ -27,6 +27,8 @@ namespace sluice {
 /// key's (`[auth.keys.NAME]`, all its calls) or a route's
 /// (`[routes."PATH"]`, every client's calls on it). A limit not set is 0:
 /// none (the config refuses a 0 written out).
+struct model_spend;
+
 struct spend_settings {
   /// Tokens (prompt + completion) per sliding minute and day.
   uint64_t tokens_per_minute = 0;
@@ -35,20 +37,43 @@ struct spend_settings {
   double budget_usd_per_day = 0;
   double budget_usd_per_month = 0;
 
+  /// `model_limits`: limits on the calls of some models within this scope,
+  /// each call under the most specific pattern its model matches (a name
+  /// before any glob, then the longest glob). Only in a key's or a route's
+  /// own settings.
+  std::vector<model_spend> models;
+
+  /// Limits of its own.
   bool any() const noexcept {
     return tokens_per_minute != 0 || tokens_per_day != 0 ||
            budget_usd_per_day != 0 || budget_usd_per_month != 0;
   }
+  /// Limits of its own or on some models.
+  bool applies() const noexcept { return any() || !models.empty(); }
   bool has_budget() const noexcept {
     return budget_usd_per_day != 0 || budget_usd_per_month != 0;
   }
-  bool operator==(const spend_settings& o) const noexcept {
-    return tokens_per_minute == o.tokens_per_minute &&
-           tokens_per_day == o.tokens_per_day &&
-           budget_usd_per_day == o.budget_usd_per_day &&
-           budget_usd_per_month == o.budget_usd_per_month;
+  bool operator==(const spend_settings& o) const noexcept;
+};
+
+/// One `model_limits."PATTERN"` table: the limits of the calls whose model
+/// matches PATTERN (a name or a glob, as in a key's `models`).
+struct model_spend {
+  std::string pattern;
+  spend_settings spend;
+  int line = 0;
+
+  bool operator==(const model_spend& o) const noexcept {
+    return pattern == o.pattern && spend == o.spend;
   }
 };
+
+inline bool spend_settings::operator==(const spend_settings& o) const noexcept {
+  return tokens_per_minute == o.tokens_per_minute &&
+         tokens_per_day == o.tokens_per_day &&
+         budget_usd_per_day == o.budget_usd_per_day &&
+         budget_usd_per_month == o.budget_usd_per_month && models == o.models;
+}
 
 /// What the node counts calls' use and cost by.
 struct spend_rules {

@@ -237,7 +237,7 @@ client_key_config read_key(const std::string& name, const toml::table& t) {
     k.burst = *x;
   if (k.burst > 0 && k.requests_per_minute == 0)
     r.fail("burst", "needs requests_per_minute");
-  read_spend(r, k.spend);
+  read_spend_with_models(r, k.spend);
   r.done();
   return k;
 }

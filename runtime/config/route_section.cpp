@@ -123,7 +123,7 @@ route_decl read_route(const std::string& path, const toml::table& t,
     br.done();
     br.checked([&] { validate(cfg); });
   }
-  read_spend(r, d.spend);
+  read_spend_with_models(r, d.spend);
   r.done();
   // What the lists alone do not show: the kind, and a route with neither
   // sources nor models.

@@ -24,6 +24,8 @@ void read_auth(table_reader& r, auth_settings& a);
 /// A key's or a route's `tokens_per_minute`, `tokens_per_day`,
 /// `budget_usd_per_day` and `budget_usd_per_month`.
 void read_spend(table_reader& r, spend_settings& s);
+/// `read_spend` and the scope's `model_limits` tables.
+void read_spend_with_models(table_reader& r, spend_settings& s);
 
 /// `[prices."MODEL"]` tables: `input`, `output`, `cached_input` dollars
 /// per million tokens.

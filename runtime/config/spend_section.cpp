@@ -1,6 +1,7 @@
 // What calls use and cost (SPEC §12): a key's or a route's token limits
 // and budgets, and `[prices]`.
 
+#include <algorithm>
 #include <cmath>
 
 #include "sluice/runtime/config/sections.hpp"
@@ -14,6 +15,11 @@ constexpr int64_t max_token_limit = 1'000'000'000'000;
 
 /// The largest budget, in dollars.
 constexpr double max_budget_usd = 1e9;
+
+/// The longest model pattern, and the most `model_limits` of one scope
+/// (each call looks through them).
+constexpr size_t max_model_pattern_bytes = 256;
+constexpr size_t max_model_limits = 64;
 
 } // namespace
 
@@ -44,6 +50,42 @@ void read_spend(table_reader& r, spend_settings& s) {
   tokens("tokens_per_day", s.tokens_per_day);
   dollars("budget_usd_per_day", s.budget_usd_per_day);
   dollars("budget_usd_per_month", s.budget_usd_per_month);
+}
+
+void read_spend_with_models(table_reader& r, spend_settings& s) {
+  read_spend(r, s);
+  auto* t = r.table("model_limits");
+  if (t == nullptr)
+    return;
+  table_reader models{*t, r.prefix() + ".model_limits"};
+  for (auto&& [k, v] : *t) {
+    std::string pattern{k.str()};
+    bool fits = !pattern.empty() && pattern.size() <= max_model_pattern_bytes &&
+                std::none_of(pattern.begin(), pattern.end(), [](char c) {
+                  auto u = static_cast<unsigned char>(c);
+                  return u < 0x20 || u == 0x7f;
+                });
+    if (!fits)
+      models.fail(pattern,
+                  "a model name or glob is 1 to 256 bytes, no control "
+                  "characters",
+                  &v);
+    if (s.models.size() >= max_model_limits)
+      models.fail(pattern, "at most 64 model_limits per key or route", &v);
+    auto* mt = models.table(pattern);
+    table_reader mr{*mt, models.prefix() + ".\"" + pattern + "\""};
+    model_spend m;
+    m.pattern = pattern;
+    m.line = mr.line();
+    read_spend(mr, m.spend);
+    if (!m.spend.any())
+      mr.fail("tokens_per_minute",
+              "a model's limits table sets no limit (tokens_per_minute, "
+              "tokens_per_day, budget_usd_per_day or budget_usd_per_month)");
+    mr.done();
+    s.models.push_back(std::move(m));
+  }
+  models.done();
 }
 
 void read_prices(table_reader& prices, const toml::table& t,

@@ -111,10 +111,17 @@ std::optional<refusal> call_spend::open(client_key* key, const spend_book& book,
   key_ = key;
   route_scope_ = book.route(route);
   ledger_ = std::move(shared);
-  if (key != nullptr && key->spend())
-    scopes_.push_back(key->spend());
-  if (route_scope_)
-    scopes_.push_back(route_scope_);
+  // The key's and the route's own limits, and their model's within them.
+  for (auto* base :
+       {key != nullptr ? key->spend().get() : nullptr, route_scope_.get()}) {
+    if (base == nullptr)
+      continue;
+    if (base->settings().any())
+      scopes_.push_back(base == route_scope_.get() ? route_scope_
+                                                   : key->spend());
+    if (auto m = base->for_model(model))
+      scopes_.push_back(std::move(m));
+  }
   metered_ = true;
   if (auto* p = book.price(model))
     price_ = *p;
@@ -237,15 +244,24 @@ std::optional<refusal> call_spend::on_shared(const shared_limits::outcome& o,
 void call_spend::set_headers(client_key* key, const spend_scope* route_scope,
                              time_point now) {
   policy::limit_state st;
-  if (key != nullptr) {
+  if (key != nullptr)
     st.requests = key->request_lane(now);
-    if (key->spend())
-      st.tokens = key->spend()->token_lane(now);
-  }
-  if (route_scope != nullptr)
-    if (auto l = route_scope->token_lane(now))
+  // The tightest token limit of the call's scopes (before they are known:
+  // the key's and the route's own).
+  auto tighten = [&](const spend_scope* s) {
+    if (s == nullptr)
+      return;
+    if (auto l = s->token_lane(now))
       if (!st.tokens || l->remaining < st.tokens->remaining)
         st.tokens = l;
+  };
+  if (!scopes_.empty()) {
+    for (auto& s : scopes_)
+      tighten(s.get());
+  } else {
+    tighten(key != nullptr ? key->spend().get() : nullptr);
+    tighten(route_scope);
+  }
   headers_ = policy::limit_headers(st);
 }
 

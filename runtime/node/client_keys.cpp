@@ -38,7 +38,7 @@ client_key::client_key(client_key_config cfg, tier_handle tier, time_point now)
     q.burst = cfg_.burst > 0 ? cfg_.burst : cfg_.requests_per_minute;
     bucket_.emplace(q, now);
   }
-  if (cfg_.spend.any())
+  if (cfg_.spend.applies())
     spend_ = std::make_shared<spend_scope>("key " + cfg_.name, cfg_.spend);
 }
 
@@ -58,7 +58,7 @@ client_key::client_key(client_key_config cfg, client_key& earlier,
   requests = earlier.requests.load();
   rate_limited = earlier.rate_limited.load();
   // What it used and spent goes on under its new limits.
-  if (cfg_.spend.any() && earlier.spend_)
+  if (cfg_.spend.applies() && earlier.spend_)
     spend_ = std::make_shared<spend_scope>("key " + cfg_.name, cfg_.spend,
                                            earlier.spend_.get());
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sluice/runtime/policy/model_match.hpp"
+
 namespace sluice::node {
 
 namespace {
@@ -62,6 +64,33 @@ spend_scope::spend_scope(std::string name, const spend_settings& settings,
          earlier ? &earlier->daily_ : nullptr);
   budget(monthly_, settings.budget_usd_per_month, policy::budget_period::month,
          earlier ? &earlier->monthly_ : nullptr);
+  for (auto& m : settings.models) {
+    const spend_scope* before = nullptr;
+    if (earlier != nullptr)
+      for (auto& [pattern, scope] : earlier->models_)
+        if (pattern == m.pattern)
+          before = scope.get();
+    models_.emplace_back(
+        m.pattern, std::make_shared<spend_scope>(name_ + " model " + m.pattern,
+                                                 m.spend, before));
+  }
+}
+
+std::shared_ptr<spend_scope>
+spend_scope::for_model(const std::string& model) const {
+  std::shared_ptr<spend_scope> best;
+  size_t best_length = 0;
+  for (auto& [pattern, scope] : models_) {
+    if (pattern == model)
+      return scope;
+    if (pattern.find('*') != std::string::npos &&
+        policy::glob_match(pattern, model) &&
+        (!best || pattern.size() > best_length)) {
+      best = scope;
+      best_length = pattern.size();
+    }
+  }
+  return best;
 }
 
 spend_scope::verdict spend_scope::reserve(uint64_t tokens, policy::money cost,

@@ -36,6 +36,17 @@ public:
   const std::string& name() const noexcept { return name_; }
   const spend_settings& settings() const noexcept { return settings_; }
 
+  /// The scope of `model`'s calls within this one (`model_limits`): the
+  /// most specific pattern it matches -- its name, else the longest glob;
+  /// null when none does.
+  std::shared_ptr<spend_scope> for_model(const std::string& model) const;
+
+  /// Pattern -> scope, for /status.
+  const std::vector<std::pair<std::string, std::shared_ptr<spend_scope>>>&
+  models() const noexcept {
+    return models_;
+  }
+
   /// Why a reservation was refused.
   enum class refused { none, tokens, too_large, quota };
 
@@ -86,6 +97,7 @@ public:
 private:
   std::string name_;
   spend_settings settings_;
+  std::vector<std::pair<std::string, std::shared_ptr<spend_scope>>> models_;
   mutable std::mutex mx_;
   mutable std::optional<policy::token_window> minute_;
   mutable std::optional<policy::token_window> day_;

@@ -171,6 +171,8 @@ json spend_json(const spend_scope& scope, time_point now, wall_time wall) {
         {"limit", s.budget_usd_per_month},
         {"spent", usd(f.spent_month)},
         {"left", std::max(0.0, s.budget_usd_per_month - usd(f.spent_month))}};
+  for (auto& [pattern, sub] : scope.models())
+    j["models"][pattern] = spend_json(*sub, now, wall);
   return j;
 }
 

@@ -144,3 +144,63 @@ TEST_CASE("config: the Redis backend's spend settings are read, and nonsense "
   REQUIRE(e);
   CHECK(e->key() == "backend.spend_reservation_ttl_s");
 }
+
+TEST_CASE("config: limits per model within a key and a route, and their "
+          "nonsense refused with key and line") {
+  ::setenv("SLUICE_TEST_SPEND_KEY", "spend-key-0123456789abcdef", 1);
+  auto cfg = parse_config(std::string{two_models} + R"toml(
+[auth.keys.team]
+key = "env:SLUICE_TEST_SPEND_KEY"
+  [auth.keys.team.model_limits."gpt-*"]
+  tokens_per_minute = 500
+  [auth.keys.team.model_limits."sim-chat"]
+  budget_usd_per_day = 2
+
+[prices."sim-chat"]
+input = 1
+output = 1
+)toml");
+  auto& k = cfg.node.auth.keys.at(0).spend;
+  CHECK_FALSE(k.any());
+  CHECK(k.applies());
+  REQUIRE(k.models.size() == 2);
+  CHECK(k.models[0].pattern == "gpt-*");
+  CHECK(k.models[0].spend.tokens_per_minute == 500);
+  CHECK(k.models[1].pattern == "sim-chat");
+  CHECK(k.models[1].spend.budget_usd_per_day == 2);
+  auto route = parse_config(std::string{minimal} +
+                            "tokens_per_day = 100000\n"
+                            "[routes.\"/v1/chat/completions\"."
+                            "model_limits.\"m-*\"]\ntokens_per_minute = 10\n");
+  auto& r = route.node.spend.routes.at("/v1/chat/completions");
+  CHECK(r.tokens_per_day == 100000);
+  REQUIRE(r.models.size() == 1);
+  CHECK(r.models[0].spend.tokens_per_minute == 10);
+  // A model's table with no limit, a limit of 0, an unknown key, a budget
+  // with no prices: each named with its key and line.
+  auto e = refusal(std::string{minimal} +
+                   "[routes.\"/v1/chat/completions\".model_limits.\"m\"]\n");
+  REQUIRE(e);
+  CHECK(e->key() ==
+        "routes.\"/v1/chat/completions\".model_limits.\"m\".tokens_per_minute");
+  CHECK_THAT(e->what(), Catch::Contains("sets no limit"));
+  e = refusal(std::string{minimal} +
+              "[routes.\"/v1/chat/completions\".model_limits.\"m\"]\n"
+              "tokens_per_day = 0\n");
+  REQUIRE(e);
+  CHECK(e->key() ==
+        "routes.\"/v1/chat/completions\".model_limits.\"m\".tokens_per_day");
+  CHECK(e->line() == 8);
+  e = refusal(std::string{minimal} +
+              "[routes.\"/v1/chat/completions\".model_limits.\"m\"]\n"
+              "tokens_per_day = 5\nrequests_per_minute = 3\n");
+  REQUIRE(e);
+  CHECK(e->key() == "routes.\"/v1/chat/completions\".model_limits.\"m\"."
+                    "requests_per_minute");
+  e = refusal(std::string{minimal} +
+              "[auth.keys.k]\nkey = \"env:SLUICE_TEST_SPEND_KEY\"\n"
+              "[auth.keys.k.model_limits.\"m\"]\nbudget_usd_per_month = 3\n");
+  REQUIRE(e);
+  CHECK(e->key() == "auth.keys.k.model_limits.\"m\".budget_usd_per_month");
+  CHECK(e->line() == 9); // its table's
+}

@@ -264,3 +264,58 @@ output = 1000000
   CHECK(has(R"(sluice_cost_usd_total{key="plain",model="sim-chat",source="fast"} 22.00000000)"));
   CHECK(has(R"(sluice_usage_estimated_total{key="plain",model="sim-chat",source="fast"} 0)"));
 }
+
+TEST_CASE("spend: limits per model within a key - the most specific pattern "
+          "counts, other models go by the key's own",
+          "[node][spend]") {
+  set_keys();
+  node_under_test node{R"toml(
+[node]
+access_log = "off"
+default_max_tokens = 10
+
+[auth]
+admin_key = "env:SLUICE_TEST_ADMIN"
+  [auth.keys.team]
+  key = "env:SLUICE_TEST_KEY_A"
+  tokens_per_minute = 1000
+    [auth.keys.team.model_limits."sim-*"]
+    tokens_per_minute = 500
+    [auth.keys.team.model_limits."sim-chat"]
+    tokens_per_minute = 39
+
+[sources.fast]
+type = "simulated"
+  [[sources.fast.phases]]
+  latency_min_ms = 0
+  latency_max_ms = 0
+
+[routes."/v1/chat/completions"]
+kind = "chat"
+sources = ["fast"]
+)toml"};
+  auto p = node.port();
+  auto with = [&](const char* model) {
+    return call(p, key_a,
+                std::string{R"({"model":")"} + model +
+                    R"(","messages":[{"role":"user","content":"hi"}]})");
+  };
+  // sim-chat: its own 39 (18 reserved, 11 used: 11 + 18 fits, 22 + 18 not).
+  auto first = with("sim-chat");
+  REQUIRE(first.status == 200);
+  CHECK(first.header("x-ratelimit-limit-tokens") == "39");
+  CHECK(first.header("x-ratelimit-remaining-tokens") == "21");
+  REQUIRE(with("sim-chat").status == 200);
+  auto over = with("sim-chat");
+  CHECK(over.status == 429);
+  CHECK_THAT(over.doc()["error"]["message"].get<std::string>(),
+             Catch::Contains("key team model sim-chat on tokens per min"));
+  // sim-other: the glob's 500, and the key's 1000 too.
+  auto other = with("sim-other");
+  REQUIRE(other.status == 200);
+  CHECK(other.header("x-ratelimit-limit-tokens") == "500");
+  auto spend = spend_of(p)["keys"]["team"];
+  CHECK(spend["tokens_per_minute"]["used"] == 33); // 11 x 3, all models
+  CHECK(spend["models"]["sim-chat"]["tokens_per_minute"]["used"] == 22);
+  CHECK(spend["models"]["sim-*"]["tokens_per_minute"]["used"] == 11);
+}
