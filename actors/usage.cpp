@@ -183,6 +183,10 @@ std::optional<uint64_t> count_field(const json& doc, const char* name) {
 } // namespace
 
 std::optional<policy::token_usage> read_usage(std::string_view body) {
+  // Most answers of a plain call say it; an answer with no `"usage"` key
+  // at all (an escaped spelling of it is not looked for) is not parsed.
+  if (body.find("\"usage\"") == std::string_view::npos)
+    return std::nullopt;
   usage_sax sax;
   if (!parse_usage(body, sax) || !sax.saw_usage)
     return std::nullopt;
