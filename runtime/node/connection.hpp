@@ -153,6 +153,17 @@ private:
   /// While an actor works for this connection, the front keeps it alive.
   void keep_pending();
   void forget_pending();
+  /// Forgets the pending connection when dropped armed: an actor's or a
+  /// thread's answer that could not be asked for (no memory) leaves it
+  /// kept no longer.
+  struct pending_guard {
+    connection* c;
+    bool armed = true;
+    ~pending_guard() {
+      if (armed)
+        c->forget_pending();
+    }
+  };
 
   // -- calls and models (connection_calls.cpp) ---------------------------
   void start_call(const std::string& path);

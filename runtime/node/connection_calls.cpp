@@ -120,14 +120,7 @@ void connection::reserve_shared(const std::string& path, call_options opts,
   auto grant = std::make_shared<shared_grant>(front_.shared_spend,
                                               spend_.shared_limits());
   std::weak_ptr<connection> weak = shared_from_this();
-  struct unpend {
-    connection* c;
-    bool armed = true;
-    ~unpend() {
-      if (armed)
-        c->forget_pending();
-    }
-  } guard{this};
+  pending_guard guard{this}; // should the job not be queued (no memory)
   front_.shared_spend->reserve(
       spend_.shared_limits(),
       [grant, weak, gate = front_.gate, path, opts = std::move(opts),

@@ -79,14 +79,7 @@ void connection::admin_action(const std::string& rest) {
   keep_pending();
   std::weak_ptr<connection> weak = shared_from_this();
   // Should the spawn throw (no memory), the connection is no longer kept.
-  struct unpend {
-    connection* c;
-    bool armed = true;
-    ~unpend() {
-      if (armed)
-        c->forget_pending();
-    }
-  } guard{this};
+  pending_guard guard{this};
   ask_breaker(
       front_, target->breaker.actor, parsed.action,
       [weak, gate = front_.gate, name = parsed.source,
