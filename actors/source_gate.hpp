@@ -50,14 +50,20 @@ private:
 /// every governor that calls the source, under a short lock like the quota.
 class source_headroom {
 public:
-  /// Whether a call of `tokens` may be sent now; if so it counts as sent
-  /// until `answered` or `abandoned`.
-  policy::provider_headroom::verdict take(uint64_t tokens, time_point now) {
+  /// Whether a call of `tokens` may be sent now (counted when not).
+  policy::provider_headroom::verdict check(uint64_t tokens, time_point now) {
     std::lock_guard<std::mutex> guard{mx_};
-    auto v = room_.take(tokens, now);
+    auto v = room_.check(tokens, now);
     if (!v.go)
       ++held_back_;
     return v;
+  }
+
+  /// A call of `tokens` goes now: counted as sent until `answered` or
+  /// `abandoned` (with the count this returns).
+  uint64_t sent(uint64_t tokens, time_point now) {
+    std::lock_guard<std::mutex> guard{mx_};
+    return room_.sent(tokens, now);
   }
 
   void answered(uint64_t tokens, const policy::provider_limits& limits,

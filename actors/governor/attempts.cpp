@@ -185,12 +185,14 @@ uint64_t call_tokens(governor_state& st, const source_headroom& room) {
     st.request.tokens = std::max<uint64_t>(
         1, estimate_request(st.request.payload, rules).total());
   }
-  return st.request.tokens;
+  // A caller's figure (or a remote one's, off the wire) is bounded as
+  // the upstream's own are.
+  return std::min(st.request.tokens, policy::provider_count_saturation);
 }
 
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
                    const breaker_verdict& verdict, bool hedge,
-                   headroom_hold room) {
+                   uint64_t tokens) {
   auto& st = self->state;
   const auto& src = st.route().sources[idx];
   auto seq = ++st.attempt_seq;
@@ -212,7 +214,8 @@ void start_attempt(governor_actor* self, size_t idx, permit_id permit,
   running_attempt a{seq, idx, permit, verdict, now, {}, tag, 0, {}};
   a.clock_id = st.clock->begin_attempt(now);
   a.hedge = hedge;
-  a.room = std::move(room);
+  if (src.headroom)
+    a.room = headroom_hold{src.headroom, src.headroom->sent(tokens, now)};
   if (hedge)
     st.retry.hedge_started();
   st.running.push_back(std::move(a));

@@ -104,6 +104,23 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
     // Rate quota: a token per attempt. Taken before the breaker's answer,
     // so a rejected attempt spends a token (conservative: never over the
     // rate).
+    // The upstream's own limits, as its answers said: a call they cannot
+    // cover waits for their reset (stall time, as for the quota) or goes
+    // to another source. Checked before the quota's token is spent; the
+    // call counts against them once it is sent.
+    uint64_t tokens = 0;
+    if (src.headroom) {
+      auto now = self->clock().now();
+      tokens = call_tokens(st, *src.headroom);
+      auto v = src.headroom->check(tokens, now);
+      if (!v.go) {
+        auto& x = st.more();
+        if (!x.next_token || v.not_before < *x.next_token)
+          x.next_token = v.not_before;
+        release_source_permit(self, idx, permit);
+        continue;
+      }
+    }
     if (src.quota) {
       auto now = self->clock().now();
       if (!src.quota->try_take(now)) {
@@ -115,23 +132,6 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
         continue;
       }
     }
-    // The upstream's own limits, as its answers said: a call they cannot
-    // cover waits for their reset (stall time, as for the quota) or goes
-    // to another source.
-    headroom_hold room;
-    if (src.headroom) {
-      auto now = self->clock().now();
-      auto tokens = call_tokens(st, *src.headroom);
-      auto v = src.headroom->take(tokens, now);
-      if (!v.go) {
-        auto& x = st.more();
-        if (!x.next_token || v.not_before < *x.next_token)
-          x.next_token = v.not_before;
-        release_source_permit(self, idx, permit);
-        continue;
-      }
-      room = headroom_hold{src.headroom, tokens};
-    }
     // Closed: go under the generation the mirror shows, without asking the
     // breaker. Had it moved on meanwhile, the outcome is recorded under an
     // earlier generation and ignored -- as for any call admitted just
@@ -140,17 +140,16 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
       breaker_verdict go;
       go.what = breaker_verdict::decision::go;
       go.generation = seen.generation;
-      start_attempt(self, idx, permit, go, hedge, std::move(room));
+      start_attempt(self, idx, permit, go, hedge, tokens);
       return;
     }
     // The round goes on with the rest of the order when the breaker
     // answers: one of the two handlers runs, once, and takes it.
     auto rest = std::make_shared<std::vector<size_t>>(std::move(order));
-    auto held = std::make_shared<headroom_hold>(std::move(room));
     self->request(src.breaker.actor, caf::infinite, allow_atom_v)
         .then(
             [self, rest, i, idx, permit, hedge_for, hedge,
-             held](const breaker_verdict& v) {
+             tokens](const breaker_verdict& v) {
               auto& st = self->state;
               if (hedge && stale_hedge(st, hedge_for, idx)) {
                 release_source_permit(self, idx, permit);
@@ -160,18 +159,16 @@ void try_candidate(governor_actor* self, std::vector<size_t> order, size_t i,
                 return;
               }
               if (v.may_go()) {
-                start_attempt(self, idx, permit, v, hedge, std::move(*held));
+                start_attempt(self, idx, permit, v, hedge, tokens);
                 return;
               }
-              held->release();
               auto& x = st.more();
               if (!x.soonest_retry || v.retry_at < *x.soonest_retry)
                 x.soonest_retry = v.retry_at;
               release_source_permit(self, idx, permit);
               try_candidate(self, std::move(*rest), i + 1, hedge_for);
             },
-            [self, rest, i, idx, permit, hedge_for, held](caf::error&) {
-              held->release();
+            [self, rest, i, idx, permit, hedge_for](caf::error&) {
               release_source_permit(self, idx, permit);
               if (hedge_for != 0 && stale_hedge(self->state, hedge_for, idx))
                 return;

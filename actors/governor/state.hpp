@@ -247,9 +247,11 @@ void release_source_permit(governor_actor* self, size_t idx, permit_id id);
 /// The attempts still out other than `keep` (0: all) lost.
 void cancel_others(governor_actor* self, uint64_t keep);
 
+/// `tokens`: what the call counts against the source's headroom (if it
+/// keeps one) as it is sent.
 void start_attempt(governor_actor* self, size_t idx, permit_id permit,
                    const breaker_verdict& verdict, bool hedge = false,
-                   headroom_hold room = {});
+                   uint64_t tokens = 0);
 
 /// What the call reserves in tokens at a source whose upstream says what
 /// it has left: the caller's figure, else the payload's estimate, made

@@ -39,8 +39,8 @@ struct spend_settings {
 
   /// `model_limits`: limits on the calls of some models within this scope,
   /// each call under the most specific pattern its model matches (a name
-  /// before any glob, then the longest glob). Only in a key's or a route's
-  /// own settings.
+  /// before any glob, then the glob with the most literal bytes, as a
+  /// route's models). Only in a key's or a route's own settings.
   std::vector<model_spend> models;
 
   /// Limits of its own.

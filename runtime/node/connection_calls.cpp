@@ -130,10 +130,11 @@ void connection::reserve_shared(const std::string& path, call_options opts,
                 [grant, path, opts = std::move(opts), model = std::move(model),
                  stream](connection& c) mutable {
                   c.forget_pending();
-                  grant->taken = true;
-                  if (auto no =
-                          c.spend_.on_shared(grant->outcome, c.front_.now(),
-                                             std::chrono::system_clock::now()))
+                  auto no =
+                      c.spend_.on_shared(grant->outcome, c.front_.now(),
+                                         std::chrono::system_clock::now());
+                  grant->taken = true; // the call's now (settled by it)
+                  if (no)
                     return c.refuse(*no, c.keep_);
                   c.send_call(path, std::move(opts), std::move(model), stream);
                 });

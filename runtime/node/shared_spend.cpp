@@ -1,5 +1,6 @@
 #include "sluice/runtime/node/shared_spend.hpp"
 
+#include <future>
 #include <set>
 
 #include <unistd.h>
@@ -84,39 +85,28 @@ void shared_spend::core::send_settle(const std::shared_ptr<core>& self,
 }
 
 void shared_spend::core::renew_round(const std::shared_ptr<core>& self) {
-  using batch = std::pair<std::vector<std::string>, std::vector<std::string>>;
+  using batch = std::vector<shared_limits::held_reservation>;
   std::vector<batch> batches;
   std::deque<std::pair<std::string, std::vector<shared_limit>>> retry;
   {
     std::lock_guard<std::mutex> guard{mx};
-    std::set<std::string> names;
-    std::vector<std::string> ids;
-    auto cut = [&] {
-      batches.emplace_back(std::vector<std::string>(names.begin(), names.end()),
-                           std::move(ids));
-      names.clear();
-      ids.clear();
-    };
-    for (auto& [id, n] : held) {
-      names.insert(n.begin(), n.end());
-      ids.push_back(id);
-      if (ids.size() == renew_batch)
-        cut();
+    for (auto& [id, names] : held) {
+      if (batches.empty() || batches.back().size() == renew_batch)
+        batches.emplace_back();
+      batches.back().push_back({id, names});
     }
-    if (!ids.empty())
-      cut();
     if (!worker.down())
       retry.swap(unsettled);
   }
   std::weak_ptr<core> weak = self;
-  for (auto& [names, ids] : batches)
+  for (auto& b : batches)
     worker.submit(
         deadline(),
-        [weak, names = std::move(names), ids = std::move(ids)](redis_client&) {
+        [weak, b = std::move(b)](redis_client&) {
           auto c = weak.lock();
           if (!c)
             return;
-          auto lapsed = c->limits.renew(names, ids);
+          auto lapsed = c->limits.renew(b);
           if (!lapsed || lapsed->empty())
             return;
           c->counters.lapsed += lapsed->size();
@@ -160,6 +150,27 @@ shared_spend::~shared_spend() {
   }
   core_->cv.notify_all();
   renewer_.join();
+  // What the last calls used, and what Redis did not take before, is sent
+  // now; the stop waits for it (at most `shutdown_drain`). Reservations of
+  // calls still running lapse by their TTL.
+  try {
+    std::deque<std::pair<std::string, std::vector<shared_limit>>> kept;
+    {
+      std::lock_guard<std::mutex> guard{core_->mx};
+      kept.swap(core_->unsettled);
+    }
+    if (!core_->worker.down())
+      for (auto& [id, used] : kept)
+        core_->send_settle(core_, std::move(id), std::move(used));
+    auto done = std::make_shared<std::promise<void>>();
+    auto finished = done->get_future();
+    core_->worker.submit(
+        steady::now() + shutdown_drain,
+        [done](redis_client&) { done->set_value(); },
+        [done](const std::string&) { done->set_value(); });
+    finished.wait_for(shutdown_drain);
+  } catch (...) { // no memory, or a broken promise: the stop goes on
+  }
 }
 
 void shared_spend::reserve(std::vector<shared_limit> limits,

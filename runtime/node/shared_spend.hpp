@@ -34,6 +34,9 @@ public:
   /// Reservations renewed in one script.
   static constexpr size_t renew_batch = 256;
 
+  /// How long the stop waits for the settlements still queued.
+  static constexpr duration shutdown_drain = std::chrono::seconds{2};
+
   /// `open_when_down`: while Redis is down, the node counts alone (its own
   /// limits, as without Redis) instead of refusing calls.
   shared_spend(redis_config cfg, duration reservation_ttl, bool open_when_down);

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sluice/runtime/policy/model_match.hpp"
-
 namespace sluice::node {
 
 namespace {
@@ -70,6 +68,7 @@ spend_scope::spend_scope(std::string name, const spend_settings& settings,
       for (auto& [pattern, scope] : earlier->models_)
         if (pattern == m.pattern)
           before = scope.get();
+    model_rules_.add(m.pattern, models_.size());
     models_.emplace_back(
         m.pattern, std::make_shared<spend_scope>(name_ + " model " + m.pattern,
                                                  m.spend, before));
@@ -78,19 +77,10 @@ spend_scope::spend_scope(std::string name, const spend_settings& settings,
 
 std::shared_ptr<spend_scope>
 spend_scope::for_model(const std::string& model) const {
-  std::shared_ptr<spend_scope> best;
-  size_t best_length = 0;
-  for (auto& [pattern, scope] : models_) {
-    if (pattern == model)
-      return scope;
-    if (pattern.find('*') != std::string::npos &&
-        policy::glob_match(pattern, model) &&
-        (!best || pattern.size() > best_length)) {
-      best = scope;
-      best_length = pattern.size();
-    }
-  }
-  return best;
+  if (models_.empty())
+    return nullptr;
+  auto i = model_rules_.match(model);
+  return i ? models_[*i].second : nullptr;
 }
 
 spend_scope::verdict spend_scope::reserve(uint64_t tokens, policy::money cost,

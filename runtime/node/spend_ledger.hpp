@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sluice/runtime/config/file_config.hpp"
+#include "sluice/runtime/policy/model_match.hpp"
 #include "sluice/runtime/policy/spend/limit_headers.hpp"
 #include "sluice/runtime/policy/spend/spend.hpp"
 #include "sluice/runtime/policy/spend/token_window.hpp"
@@ -37,8 +38,9 @@ public:
   const spend_settings& settings() const noexcept { return settings_; }
 
   /// The scope of `model`'s calls within this one (`model_limits`): the
-  /// most specific pattern it matches -- its name, else the longest glob;
-  /// null when none does.
+  /// most specific pattern it matches, as a route's models are matched --
+  /// its name, else the glob with the most literal bytes; null when none
+  /// does.
   std::shared_ptr<spend_scope> for_model(const std::string& model) const;
 
   /// Pattern -> scope, for /status.
@@ -98,6 +100,8 @@ private:
   std::string name_;
   spend_settings settings_;
   std::vector<std::pair<std::string, std::shared_ptr<spend_scope>>> models_;
+  /// Which of `models_` a model falls under (the routes' rule).
+  policy::model_rules model_rules_;
   mutable std::mutex mx_;
   mutable std::optional<policy::token_window> minute_;
   mutable std::optional<policy::token_window> day_;

@@ -1,6 +1,7 @@
 #include "sluice/runtime/redis/shared_limits.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "sluice/runtime/policy/field_error.hpp"
 #include "sluice/runtime/redis/lua.hpp"
@@ -30,6 +31,14 @@ local function month_of(days)
   if m <= 2 then y = y + 1 end
   return y * 12 + m - 1
 end
+-- Takes reservation `id` (amount `x`, as stored) out of `amt_k`'s sum:
+-- "-0" is no integer to Redis, so a zero amount subtracts nothing.
+local function give_back(amt_k, id, x)
+  redis.call('HDEL', amt_k, id)
+  if x ~= '0' then
+    redis.call('HINCRBY', amt_k, '#', '-' .. x)
+  end
+end
 local function state(i)
   local a = 2 + 4 * (i - 1)
   local s = {used_k = KEYS[3 * i - 2], held_k = KEYS[3 * i - 1],
@@ -40,8 +49,7 @@ local function state(i)
   for _, id in ipairs(lapsed) do
     local x = redis.call('HGET', s.amt_k, id)
     if x then
-      redis.call('HINCRBY', s.amt_k, '#', '-' .. x)
-      redis.call('HDEL', s.amt_k, id)
+      give_back(s.amt_k, id, x)
     end
   end
   if #lapsed > 0 then
@@ -143,9 +151,8 @@ for i = 1, n do
   local s = state(i)
   local x = redis.call('HGET', s.amt_k, ARGV[2])
   if x then
-    redis.call('HDEL', s.amt_k, ARGV[2])
-    redis.call('HINCRBY', s.amt_k, '#', '-' .. x)
     redis.call('ZREM', s.held_k, ARGV[2])
+    give_back(s.amt_k, ARGV[2], x)
   end
   if tonumber(s.amount) > 0 and s.used < s.limit then
     redis.call('HINCRBY', s.used_k, s.index, s.amount)
@@ -158,22 +165,28 @@ return 1
 )")
                          .c_str());
 
-// KEYS: held, amounts per limit; ARGV[2..]: reservations. Returns those
-// held in none of the limits.
+// KEYS: held, amounts per limit; ARGV[2..]: per reservation its id, the
+// number of its limits and their indexes (i: KEYS[2i-1], KEYS[2i]).
+// Returns those held in none of their limits.
 const std::string renew_script = redis_lua::timed(R"(
 local ttl = tonumber(ARGV[1])
 local gone = {}
-for j = 2, #ARGV do
+local j = 2
+while j <= #ARGV do
+  local id = ARGV[j]
+  local count = tonumber(ARGV[j + 1])
   local found = false
-  for i = 1, #KEYS, 2 do
-    if redis.call('ZSCORE', KEYS[i], ARGV[j]) then
-      redis.call('ZADD', KEYS[i], 'XX', now + ttl, ARGV[j])
+  for c = 1, count do
+    local held = KEYS[2 * tonumber(ARGV[j + 1 + c]) - 1]
+    if redis.call('ZSCORE', held, id) then
+      redis.call('ZADD', held, 'XX', now + ttl, id)
       found = true
     end
   end
   if not found then
-    table.insert(gone, ARGV[j])
+    table.insert(gone, id)
   end
+  j = j + 2 + count
 end
 for _, k in ipairs(KEYS) do
   if redis.call('PTTL', k) > 0 and redis.call('PTTL', k) < ttl + 60000 then
@@ -291,18 +304,25 @@ bool shared_limits::settle(const std::string& reservation,
 }
 
 std::optional<std::vector<std::string>>
-shared_limits::renew(const std::vector<std::string>& names,
-                     const std::vector<std::string>& reservations) {
+shared_limits::renew(const std::vector<held_reservation>& reservations) {
   if (reservations.empty())
     return std::vector<std::string>{};
   std::vector<std::string> k;
-  for (auto& name : names) {
-    auto base = redis_.key("spend:" + name);
-    k.push_back(base + ":held");
-    k.push_back(base + ":amounts");
-  }
+  std::map<std::string, size_t> index; // name -> its place in KEYS, from 1
   std::vector<std::string> args{std::to_string(ms(ttl_))};
-  args.insert(args.end(), reservations.begin(), reservations.end());
+  for (auto& r : reservations) {
+    args.push_back(r.id);
+    args.push_back(std::to_string(r.names.size()));
+    for (auto& name : r.names) {
+      auto [at, added] = index.emplace(name, index.size() + 1);
+      if (added) {
+        auto base = redis_.key("spend:" + name);
+        k.push_back(base + ":held");
+        k.push_back(base + ":amounts");
+      }
+      args.push_back(std::to_string(at->second));
+    }
+  }
   auto r = redis_.eval(renew_script, k, args);
   if (!r.ok() || r.reply->type != redis_reply::kind::array)
     return std::nullopt;

@@ -91,12 +91,17 @@ public:
   bool settle(const std::string& reservation,
               const std::vector<shared_limit>& used);
 
-  /// Extends `reservations`, held in the limits named `names`, by one TTL
-  /// from now; returns those that had lapsed in all of them, or nothing if
-  /// Redis did not answer.
+  /// A reservation and the names of the limits it holds.
+  struct held_reservation {
+    std::string id;
+    std::vector<std::string> names;
+  };
+
+  /// Extends `reservations`, each in its own limits, by one TTL from now;
+  /// returns those that had lapsed in all of theirs, or nothing if Redis
+  /// did not answer.
   std::optional<std::vector<std::string>>
-  renew(const std::vector<std::string>& names,
-        const std::vector<std::string>& reservations);
+  renew(const std::vector<held_reservation>& reservations);
 
   /// Used amount and amount reserved in flight in `limit`, now; nothing if
   /// Redis did not answer.

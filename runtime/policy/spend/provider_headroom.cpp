@@ -73,13 +73,19 @@ provider_headroom::check(uint64_t tokens, time_point now) const noexcept {
   return v;
 }
 
+uint64_t provider_headroom::sent(uint64_t tokens, time_point now) noexcept {
+  if (tokens_.limit && tokens > *tokens_.limit)
+    tokens = 0;
+  requests_.spend(1, now);
+  tokens_.spend(tokens, now);
+  return tokens;
+}
+
 provider_headroom::verdict provider_headroom::take(uint64_t tokens,
                                                    time_point now) noexcept {
   auto v = check(tokens, now);
-  if (v.go) {
-    requests_.spend(1, now);
-    tokens_.spend(tokens, now);
-  }
+  if (v.go)
+    v.counted = sent(tokens, now);
   return v;
 }
 

@@ -34,23 +34,31 @@ public:
     bool go = true;
     /// Otherwise, the instant the lane that is short is full again.
     time_point not_before{};
+    /// `take`: the tokens counted for it (see `sent`).
+    uint64_t counted = 0;
   };
 
   /// Whether a call of `tokens` (its reservation) can be sent at `now`.
   verdict check(uint64_t tokens, time_point now) const noexcept;
 
-  /// `check`, and when the call may go it is counted sent: one request and
-  /// its tokens less, in flight until `answered` or `abandoned`.
+  /// A call of `tokens` was sent at `now`: one request and its tokens
+  /// less, in flight until `answered` or `abandoned`. Returns the tokens
+  /// counted: none for a call larger than the whole known limit (the
+  /// upstream refuses it without counting it; it must not hold back
+  /// every other call until the reset).
+  uint64_t sent(uint64_t tokens, time_point now) noexcept;
+
+  /// `check`, and when the call may go, `sent`; `counted` in the verdict.
   verdict take(uint64_t tokens, time_point now) noexcept;
 
-  /// A call `take` let go was answered at `now`, the answer's headers
-  /// saying `limits` (an answer without any leaves what is known as it
-  /// was).
-  void answered(uint64_t tokens, const provider_limits& limits,
+  /// A call sent with `counted` tokens was answered at `now`, the
+  /// answer's headers saying `limits` (an answer without any leaves what
+  /// is known as it was).
+  void answered(uint64_t counted, const provider_limits& limits,
                 time_point now) noexcept;
 
-  /// A call `take` let go ended without an answer.
-  void abandoned(uint64_t tokens) noexcept;
+  /// A call sent with `counted` tokens ended without an answer.
+  void abandoned(uint64_t counted) noexcept;
 
   /// Requests and tokens of calls sent and not yet answered.
   uint64_t requests_in_flight() const noexcept { return requests_.in_flight; }

@@ -176,7 +176,7 @@ TEST_CASE("shared limits: a node that stops leaks its reservations for one "
   std::vector<std::string> names{"key:k2:tpm", "key:k2:day"};
   for (int i = 0; i < 5; ++i) {
     std::this_thread::sleep_for(100ms);
-    auto lapsed = b.renew(names, {kept.reservation});
+    auto lapsed = b.renew({{kept.reservation, names}});
     REQUIRE(lapsed);
     CHECK(lapsed->empty());
   }
@@ -184,7 +184,7 @@ TEST_CASE("shared limits: a node that stops leaks its reservations for one "
   CHECK(b.read(two(0)[0])->in_flight == 40);
   CHECK(b.read(two(0)[1])->in_flight == 40);
   CHECK(b.reserve(two(60)).ok);
-  auto lapsed = b.renew(names, {"node-a:1"});
+  auto lapsed = b.renew({{"node-a:1", names}});
   REQUIRE(lapsed);
   CHECK(*lapsed == std::vector<std::string>{"node-a:1"});
 }
@@ -283,4 +283,53 @@ TEST_CASE("shared limits: nonsense settings are refused with their field, "
   CHECK_FALSE(o.error.empty());
   CHECK_FALSE(l.read(tpm("x", 10, 0)));
   CHECK_FALSE(l.settle("n:1", {tpm("x", 10, 1)}));
+}
+
+TEST_CASE("shared limits: an amount of 0 reserves, settles and lapses like "
+          "any other (a free model under a budget, an empty request)",
+          "[redis]") {
+  test_redis server;
+  redis_client c{server.config()};
+  shared_limits l{c, 200ms, "node"};
+  using k = shared_limit::kind;
+  auto limits = [](uint64_t tokens, uint64_t money) {
+    return std::vector<shared_limit>{tpm("key:z:tpm", 100, tokens),
+                                     budget("key:z:day", k::day, 50, money)};
+  };
+  auto r = l.reserve(limits(0, 0));
+  REQUIRE(r.ok);
+  // Settled with what it used: both limits count it, once.
+  REQUIRE(l.settle(r.reservation, limits(7, 0)));
+  CHECK(l.read(limits(0, 0)[0])->used == 7);
+  CHECK(l.read(limits(0, 0)[0])->in_flight == 0);
+  CHECK(l.read(limits(0, 0)[1])->in_flight == 0);
+  // One that lapses (its node died) is dropped by the next script.
+  REQUIRE(l.reserve(limits(0, 0)).ok);
+  std::this_thread::sleep_for(250ms);
+  auto next = l.reserve(limits(10, 5));
+  REQUIRE(next.answered);
+  CHECK(next.ok);
+  CHECK(l.read(limits(0, 0)[0])->in_flight == 10);
+}
+
+TEST_CASE("shared limits: a renewal touches only each reservation's own "
+          "limits",
+          "[redis]") {
+  test_redis server;
+  redis_client c{server.config()};
+  shared_limits l{c, 300ms, "node"};
+  auto a = l.reserve({tpm("key:r1:tpm", 100, 10)});
+  auto b = l.reserve({tpm("key:r2:tpm", 100, 20)});
+  REQUIRE(a.ok);
+  REQUIRE(b.ok);
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(100ms);
+    // b is named under a's limit only: not renewed in its own.
+    auto lapsed = l.renew(
+        {{a.reservation, {"key:r1:tpm"}}, {b.reservation, {"key:r1:tpm"}}});
+    REQUIRE(lapsed);
+    CHECK(*lapsed == std::vector<std::string>{b.reservation});
+  }
+  CHECK(l.read(tpm("key:r1:tpm", 100, 0))->in_flight == 10);
+  CHECK(l.read(tpm("key:r2:tpm", 100, 0))->in_flight == 0);
 }

@@ -159,6 +159,15 @@ TEST_CASE("provider headroom: a call larger than the whole limit goes, and a "
   h.answered(0, l, t0);
   CHECK_FALSE(h.check(10, t0).go);
   CHECK(h.check(5000, t0).go); // waiting would never make it fit
+  // Sent, it is not counted: the upstream refuses it without counting it,
+  // and it must not hold every other call back until the reset.
+  auto big = h.take(5000, t0);
+  CHECK(big.go);
+  CHECK(big.counted == 0);
+  CHECK(h.tokens_in_flight() == 0);
+  CHECK(h.requests_in_flight() == 1);
+  h.abandoned(big.counted);
+  CHECK(h.requests_in_flight() == 0);
   provider_headroom no_reset;
   l.tokens = {1000, 0, std::nullopt};
   no_reset.answered(0, l, t0);
