@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <map>
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/breaker.hpp"
@@ -366,9 +368,74 @@ json status_json(front_state& front, json scopes) {
           {"loops", loops_status(front)}};
 }
 
+// Every key's and route's limits (SPEC §12), with their model scopes, as
+// gauges: the limit, what was used or spent, what is left. Tokens in
+// tokens, budgets in dollars; this node's count (see /status `spend`).
+static void write_spend_gauges(prom_text& out, front_state& front) {
+  std::vector<const spend_scope*> scopes;
+  auto add = [&](const spend_scope* s) {
+    scopes.push_back(s);
+    for (auto& m : s->models())
+      scopes.push_back(m.second.get());
+  };
+  auto keys = front.keys();
+  for (auto& k : keys->all())
+    if (k->spend())
+      add(k->spend().get());
+  auto book = front.spend();
+  for (auto& r : book->routes())
+    add(r.second.get());
+  struct row {
+    std::string scope;
+    const char* limit;
+    double size, used;
+  };
+  std::vector<row> rows;
+  auto now = front.now();
+  auto wall = std::chrono::system_clock::now();
+  for (auto* s : scopes) {
+    auto& c = s->settings();
+    auto f = s->read(now, wall);
+    auto push = [&](const char* limit, double size, double used) {
+      if (size > 0)
+        rows.push_back({s->name(), limit, size, used});
+    };
+    push("tokens_per_minute", static_cast<double>(c.tokens_per_minute),
+         static_cast<double>(f.tokens_minute));
+    push("tokens_per_day", static_cast<double>(c.tokens_per_day),
+         static_cast<double>(f.tokens_day));
+    push("budget_usd_per_day", c.budget_usd_per_day,
+         policy::to_dollars(f.spent_day));
+    push("budget_usd_per_month", c.budget_usd_per_month,
+         policy::to_dollars(f.spent_month));
+  }
+  struct family {
+    const char* name;
+    const char* help;
+    double (*value)(const row&);
+  };
+  const family families[] = {
+      {"sluice_spend_limit",
+       "A key's or route's token limit (tokens) or budget (dollars).",
+       [](const row& r) { return r.size; }},
+      {"sluice_spend_used",
+       "Tokens used in the limit's window, or dollars spent in the budget's "
+       "period.",
+       [](const row& r) { return r.used; }},
+      {"sluice_spend_left", "What is left of the limit or budget now.",
+       [](const row& r) { return std::max(0.0, r.size - r.used); }}};
+  for (auto& fam : families) {
+    out.family(fam.name, "gauge", fam.help);
+    for (auto& r : rows)
+      out.sample(fam.name, {{"scope", r.scope}, {"limit", r.limit}},
+                 fam.value(r));
+  }
+}
+
 std::string metrics_text(front_state& front) {
   prom_text out;
   front.metrics.write(out);
+  write_spend_gauges(out, front);
   const auto& sources = front.rt.sources();
   out.family("sluice_breaker_state", "gauge",
              "Breaker state per source (0 closed, 1 open, 2 half_open).");

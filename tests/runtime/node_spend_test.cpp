@@ -139,6 +139,16 @@ TEST_CASE("spend: a key's budget - passed only by what calls cost beyond "
   CHECK(b["spent"] == 33.0);
   CHECK(b["left"] == 17.0);
   CHECK(b["limit"] == 50.0);
+  // /metrics says the same, as gauges.
+  auto m = exchange_with(p, http::verb::get, "/metrics", "", bearer(admin));
+  REQUIRE(m.status == 200);
+  for (auto line :
+       {R"(sluice_spend_limit{scope="key team-q",limit="budget_usd_per_day"} 50)",
+        R"(sluice_spend_used{scope="key team-q",limit="budget_usd_per_day"} 33)",
+        R"(sluice_spend_left{scope="key team-q",limit="budget_usd_per_day"} 17)",
+        R"(sluice_spend_limit{scope="key team-t",limit="tokens_per_minute"} 100)",
+        R"(sluice_spend_limit{scope="/v2/chat/completions",limit="tokens_per_minute"} 40)"})
+    CHECK(m.body.find(std::string{"\n"} + line + "\n") != std::string::npos);
   // A model with no price under a budget: refused, not counted as free.
   auto unpriced =
       call(p, key_b,
