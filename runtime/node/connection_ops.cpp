@@ -177,12 +177,35 @@ void connection::admin_reload() {
 void connection::start_status() {
   keep_pending(); // until answered, or until the front stops
   std::weak_ptr<connection> weak = shared_from_this();
-  collect_scopes(front_, [weak, gate = front_.gate](json scopes) {
-    post_to(gate, weak, [scopes = std::move(scopes)](connection& c) {
-      c.forget_pending();
-      c.write(make_response(200, json_text(status_json(c.front_, scopes)),
-                            c.keep_, c.version_));
-    });
+  auto ledger = front_.shared_spend;
+  auto limits = ledger ? shared_limits_of(front_) : std::vector<shared_limit>{};
+  collect_scopes(front_, [weak, gate = front_.gate, ledger,
+                          limits = std::move(limits)](json scopes) mutable {
+    auto answer = [weak, gate](json scopes,
+                               std::shared_ptr<const shared_counts> shared) {
+      post_to(gate, weak, [scopes = std::move(scopes), shared](connection& c) {
+        c.forget_pending();
+        c.write(make_response(
+            200, json_text(status_json(c.front_, scopes, shared.get())),
+            c.keep_, c.version_));
+      });
+    };
+    if (!ledger || limits.empty())
+      return answer(std::move(scopes), nullptr);
+    // With Redis: its counts of every limit, asked on its thread.
+    auto names = std::make_shared<std::vector<shared_limit>>(std::move(limits));
+    ledger->read(
+        *names,
+        [answer, names, scopes = std::move(scopes)](
+            std::optional<std::vector<shared_limits::counts>> counts) mutable {
+          std::shared_ptr<shared_counts> shared;
+          if (counts && counts->size() == names->size()) {
+            shared = std::make_shared<shared_counts>();
+            for (size_t i = 0; i < names->size(); ++i)
+              (*shared)[(*names)[i].name] = (*counts)[i];
+          }
+          answer(std::move(scopes), std::move(shared));
+        });
   });
 }
 

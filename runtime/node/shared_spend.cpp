@@ -212,6 +212,29 @@ void shared_spend::reserve(std::vector<shared_limit> limits,
       fail);
 }
 
+void shared_spend::read(
+    std::vector<shared_limit> limits,
+    std::function<void(std::optional<std::vector<shared_limits::counts>>)>
+        done) {
+  using answer_t = std::optional<std::vector<shared_limits::counts>>;
+  auto answer =
+      std::make_shared<std::function<void(answer_t)>>(std::move(done));
+  std::weak_ptr<core> weak = core_;
+  core_->worker.submit(
+      core_->deadline(),
+      [weak, answer, limits = std::move(limits)](redis_client&) {
+        answer_t out;
+        if (auto c = weak.lock()) {
+          try {
+            out = c->limits.read_many(limits);
+          } catch (...) { // a limit the config should have refused
+          }
+        }
+        (*answer)(std::move(out));
+      },
+      [answer](const std::string&) { (*answer)(std::nullopt); });
+}
+
 void shared_spend::settle(const std::string& reservation,
                           std::vector<shared_limit> used) {
   {

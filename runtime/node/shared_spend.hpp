@@ -57,6 +57,17 @@ public:
   /// (each limit's `amount`); a zero use gives it back.
   void settle(const std::string& reservation, std::vector<shared_limit> used);
 
+  /// The most limits one /status reads from Redis (the rest show this
+  /// node's own count).
+  static constexpr size_t max_read_limits = 1024;
+
+  /// What Redis counts in `limits` now (`shared_limits::read_many`), or
+  /// nothing; `done` is called once, on Redis's thread or at once.
+  void
+  read(std::vector<shared_limit> limits,
+       std::function<void(std::optional<std::vector<shared_limits::counts>>)>
+           done);
+
   /// For /status and /metrics.
   struct stats {
     std::atomic<uint64_t> reserves{0};

@@ -1,8 +1,8 @@
 #include "sluice/runtime/node/status_report.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
-#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -153,9 +153,35 @@ json healthz_json(front_state& front) {
 }
 
 // A key's or a route's tokens and spend against its limits (SPEC §12).
-json spend_json(const spend_scope& scope, time_point now, wall_time wall) {
+json spend_json(const spend_scope& scope, time_point now, wall_time wall,
+                const shared_counts* shared) {
   auto& s = scope.settings();
   auto f = scope.read(now, wall);
+  bool from_redis = false;
+  if (shared != nullptr) {
+    // Redis's counts instead of this node's, limit by limit.
+    f.tokens_in_flight = 0;
+    for (auto& l : scope.shared(0, 0)) {
+      auto i = shared->find(l.name);
+      if (i == shared->end())
+        continue;
+      from_redis = true;
+      auto& c = i->second;
+      switch (l.type) {
+      case shared_limit::kind::window:
+        (l.period < std::chrono::hours{1} ? f.tokens_minute : f.tokens_day) =
+            c.used;
+        f.tokens_in_flight = std::max(f.tokens_in_flight, c.in_flight);
+        break;
+      case shared_limit::kind::day:
+        f.spent_day = c.used;
+        break;
+      case shared_limit::kind::month:
+        f.spent_month = c.used;
+        break;
+      }
+    }
+  }
   auto usd = policy::to_dollars;
   json j = {{"tokens_in_flight", f.tokens_in_flight}};
   if (s.tokens_per_minute != 0)
@@ -173,12 +199,33 @@ json spend_json(const spend_scope& scope, time_point now, wall_time wall) {
         {"limit", s.budget_usd_per_month},
         {"spent", usd(f.spent_month)},
         {"left", std::max(0.0, s.budget_usd_per_month - usd(f.spent_month))}};
+  if (from_redis)
+    j["counted_in"] = "redis";
   for (auto& [pattern, sub] : scope.models())
-    j["models"][pattern] = spend_json(*sub, now, wall);
+    j["models"][pattern] = spend_json(*sub, now, wall, shared);
   return j;
 }
 
-json status_json(front_state& front, json scopes) {
+std::vector<shared_limit> shared_limits_of(front_state& front) {
+  std::vector<shared_limit> out;
+  std::function<void(const spend_scope&)> add = [&](const spend_scope& s) {
+    for (auto& l : s.shared(0, 0))
+      if (out.size() < shared_spend::max_read_limits)
+        out.push_back(std::move(l));
+    for (auto& m : s.models())
+      add(*m.second);
+  };
+  auto keys = front.keys();
+  for (auto& k : keys->all())
+    if (k->spend())
+      add(*k->spend());
+  auto book = front.spend();
+  for (auto& r : book->routes())
+    add(*r.second);
+  return out;
+}
+
+json status_json(front_state& front, json scopes, const shared_counts* shared) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
   // ids themselves, which a client could use to join another's session.
   json sessions = json::object();
@@ -206,11 +253,12 @@ json status_json(front_state& front, json scopes) {
   json spend = {{"keys", json::object()}, {"routes", json::object()}};
   for (auto& k : key_set->all())
     if (k->spend())
-      spend["keys"][k->name()] = spend_json(*k->spend(), now, wall);
+      spend["keys"][k->name()] = spend_json(*k->spend(), now, wall, shared);
   for (auto& [path, scope] : front.spend()->routes())
-    spend["routes"][path] = spend_json(*scope, now, wall);
-  // With Redis the limits are counted there (the figures above are what
-  // this node counted alone, while Redis was down with "open").
+    spend["routes"][path] = spend_json(*scope, now, wall, shared);
+  // With Redis the limits are counted there: the figures above are Redis's
+  // (`counted_in`), or, when it did not answer, what this node counted
+  // alone (while Redis was down with "open").
   if (auto& shared = front.shared_spend) {
     auto& c = shared->counters();
     spend["shared"] = {

@@ -6,6 +6,7 @@
 // mirrors; only the scopes' progress ages are asked of the backend.
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "sluice/actors/operator_queries.hpp"
 #include "sluice/messages/breaker.hpp"
 #include "sluice/runtime/node/front_state.hpp"
+#include "sluice/runtime/redis/shared_limits.hpp"
 
 namespace sluice::node {
 
@@ -56,8 +58,18 @@ nlohmann::json reload_json(const reload_outcome& r,
 /// the node itself serves (its other sources fail over).
 nlohmann::json healthz_json(front_state& front);
 
-/// The body of `GET /status`.
-nlohmann::json status_json(front_state& front, nlohmann::json scopes);
+/// With the Redis backend: what Redis counts in each shared limit, by its
+/// name there (`spend_scope::shared`).
+using shared_counts = std::map<std::string, shared_limits::counts>;
+
+/// Every key's and route's limits as Redis names them (model scopes
+/// included), at most `shared_spend::max_read_limits`.
+std::vector<shared_limit> shared_limits_of(front_state& front);
+
+/// The body of `GET /status`; `shared`: Redis's counts, which the `spend`
+/// section shows instead of this node's own.
+nlohmann::json status_json(front_state& front, nlohmann::json scopes,
+                           const shared_counts* shared = nullptr);
 
 /// The body of `GET /metrics` (Prometheus text).
 std::string metrics_text(front_state& front);

@@ -196,10 +196,16 @@ end
 return gone
 )");
 
+// {used, in flight} per limit.
 const std::string read_script =
     redis_lua::timed((std::string{limits_prelude} + R"(
-local s = state(1)
-return {s.used, s.inflight}
+local out = {}
+for i = 1, n do
+  local s = state(i)
+  table.insert(out, s.used)
+  table.insert(out, s.inflight)
+end
+return out
 )")
                          .c_str());
 
@@ -334,13 +340,29 @@ shared_limits::renew(const std::vector<held_reservation>& reservations) {
 
 std::optional<shared_limits::counts>
 shared_limits::read(const shared_limit& limit) {
-  auto args = shape(limit);
-  args.insert(args.begin(), {std::to_string(ms(ttl_)), ""});
-  auto r = redis_.eval(read_script, keys({limit}), args);
-  if (!integers(r, 2))
+  auto all = read_many({limit});
+  if (!all)
     return std::nullopt;
-  return counts{non_negative(r.reply->elements[0].integer),
-                non_negative(r.reply->elements[1].integer)};
+  return all->front();
+}
+
+std::optional<std::vector<shared_limits::counts>>
+shared_limits::read_many(const std::vector<shared_limit>& limits) {
+  if (limits.empty())
+    return std::vector<counts>{};
+  std::vector<std::string> args{std::to_string(ms(ttl_)), ""};
+  for (auto& l : limits) {
+    auto a = shape(l);
+    args.insert(args.end(), a.begin(), a.end());
+  }
+  auto r = redis_.eval(read_script, keys(limits), args);
+  if (!integers(r, 2 * limits.size()))
+    return std::nullopt;
+  std::vector<counts> out;
+  for (size_t i = 0; i < limits.size(); ++i)
+    out.push_back({non_negative(r.reply->elements[2 * i].integer),
+                   non_negative(r.reply->elements[2 * i + 1].integer)});
+  return out;
 }
 
 } // namespace sluice

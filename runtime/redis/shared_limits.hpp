@@ -111,6 +111,10 @@ public:
   };
   std::optional<counts> read(const shared_limit& limit);
 
+  /// The same for several limits, in one script.
+  std::optional<std::vector<counts>>
+  read_many(const std::vector<shared_limit>& limits);
+
   duration reservation_ttl() const noexcept { return ttl_; }
 
 private:

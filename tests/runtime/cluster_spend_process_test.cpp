@@ -162,6 +162,11 @@ TEST_CASE("node: three sluice-node processes hold a key's tokens per minute "
         exchange_with(n->port(), http::verb::get, "/status", "",
                       {{"Authorization", std::string{"Bearer "} + admin_key}});
     REQUIRE(st.status == 200);
+    // Every node shows the cluster's count, read from Redis.
+    auto team = st.doc()["spend"]["keys"]["team"];
+    CHECK(team["counted_in"] == "redis");
+    CHECK(team["tokens_per_minute"]["used"] == t.ok * 11);
+    CHECK(team["tokens_in_flight"] == 0);
     auto shared = st.doc()["spend"]["shared"];
     CHECK(shared["held_here"] == 0);
     CHECK(shared["errors"] == 0);
