@@ -61,6 +61,24 @@ public:
     return attempt;
   }
 
+  /// The ids of the attempts in flight (in no order).
+  std::vector<uint64_t> ids() const {
+    std::vector<uint64_t> out;
+    out.reserve(attempts_.size());
+    for (auto& kv : attempts_)
+      out.push_back(kv.first);
+    return out;
+  }
+
+  /// The ids of `requester`'s attempts in flight.
+  std::vector<uint64_t> ids_of(const caf::actor_addr& requester) const {
+    std::vector<uint64_t> out;
+    auto [first, last] = by_requester_.equal_range(requester);
+    for (auto j = first; j != last; ++j)
+      out.push_back(j->second);
+    return out;
+  }
+
   /// Removes the attempts of a requester that terminated; returns their ids.
   std::vector<uint64_t> drop_requester(const caf::actor_addr& requester) {
     std::vector<uint64_t> ids;

@@ -63,8 +63,11 @@ call_result streamed_result(const std::string& source, source_reply reply) {
   if (reply.kind != policy::outcome_kind::ok) {
     r.status = call_status::upstream_error;
     r.reason = "stream_interrupted";
-    r.body = std::move(reply.body);
   }
+  // A streaming source's reply has an empty body, or (a tool server's) the
+  // answer that follows the pieces it streamed.
+  r.body = std::move(reply.body);
+  r.content_type = std::move(reply.content_type);
   return r;
 }
 

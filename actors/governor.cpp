@@ -166,7 +166,8 @@ void on_outcome(governor_actor* self, uint64_t seq, source_reply reply) {
   st.attempts.back().reason = reply.reason.substr(0, max_attempt_reason_bytes);
   auto step = st.retry.after_outcome(pol, cur.source, reply.kind,
                                      reply.retry_after, !st.running.empty(),
-                                     st.clock->stalled(now), st.rng);
+                                     st.clock->stalled(now), st.rng,
+                                     !reply.unsafe_to_retry);
   using action = policy::next_step::action;
   switch (step.what) {
   case action::finish:

@@ -90,6 +90,12 @@ struct source_reply {
   /// What the upstream said of its own rate limits in the answer's headers
   /// (empty: nothing; SPEC §12).
   policy::provider_limits limits{};
+  /// A failure (transient, timeout) that must not be retried: the request
+  /// reached the upstream and may have had effects there (a tool call that
+  /// is neither read-only nor idempotent, SPEC §13;
+  /// runtime/policy/mcp/retry_safety.hpp). The breaker still counts it;
+  /// the governor ends the call with this answer.
+  bool unsafe_to_retry = false;
 };
 
 } // namespace sluice
@@ -139,7 +145,8 @@ typename Inspector::result_type inspect(Inspector& f, source_reply& x) {
     return caf::none;
   });
   return f(caf::meta::type_name("sluice.source_reply"), x.kind, x.status,
-           x.body, has_retry, retry, x.content_type, x.reason, x.limits, load);
+           x.body, has_retry, retry, x.content_type, x.reason, x.limits,
+           x.unsafe_to_retry, load);
 }
 
 /// One attempt of a call, for the caller's record.

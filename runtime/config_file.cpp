@@ -205,14 +205,25 @@ file_config parse_config(std::string_view text, std::string_view origin) {
     }
     routes.done();
   }
+  if (auto t = top.table("mcp")) {
+    table_reader r{*t, "mcp"};
+    // A reload does not start, stop or change tool servers (yet).
+    cfg.fixed_parts["mcp"] = as_text(*t);
+    config::read_mcp(r, cfg.mcp);
+    cfg.node.mcp_max_sessions = cfg.mcp.max_sessions;
+    cfg.node.mcp_session_idle = cfg.mcp.session_idle;
+    if (!cfg.mcp.servers.empty() && cfg.runtime.kinds.count(cfg.mcp.kind) == 0)
+      throw config_error("mcp.kind", "no call kind '" + cfg.mcp.kind + "'",
+                         r.line());
+  }
   if (auto t = top.table("prices")) {
     table_reader prices{*t, "prices"};
     config::read_prices(prices, *t, cfg.node.spend.prices);
     check_priced_models(cfg, *t);
   }
   top.done();
-  if (cfg.routes.empty())
-    throw config_error("routes", "needs at least one route", 0);
+  if (cfg.routes.empty() && cfg.mcp.servers.empty())
+    throw config_error("routes", "needs at least one route (or an MCP server)", 0);
   check_budgets_priced(cfg);
   return cfg;
 }
@@ -242,6 +253,8 @@ void install(runtime& rt, const file_config& cfg) {
     add_declared_source(rt, s);
   for (auto& r : cfg.routes)
     rt.add_route(r.route);
+  for (size_t i = 0; i < cfg.mcp.servers.size(); ++i)
+    rt.add_mcp_server(cfg.mcp.servers[i], cfg.mcp.settings[i], cfg.mcp.kind);
 }
 
 } // namespace sluice

@@ -164,6 +164,16 @@ reload_outcome config_reloader::apply_locked(file_config next,
     for (auto& r : next.routes)
       plan.routes.push_back(r.route);
     plan.keep_routes = out.diff.routes.kept;
+    // The tool servers' routes stay as they run: `[mcp]` waits for a
+    // restart (a fixed part).
+    for (auto& m : running_.mcp.servers) {
+      route_config r;
+      r.name = "mcp:" + m.name;
+      r.kind = running_.mcp.kind;
+      r.sources = {r.name};
+      plan.routes.push_back(std::move(r));
+      plan.keep_routes.push_back("mcp:" + m.name);
+    }
     for (auto& s : next.sources)
       if (std::find(ds.tuned.begin(), ds.tuned.end(), s.name) != ds.tuned.end())
         plan.tune.emplace_back(s.name, s.settings);
@@ -196,6 +206,7 @@ reload_outcome config_reloader::apply_locked(file_config next,
       logger().error("config reload: a listener threw");
     }
   }
+  next.mcp = std::move(running_.mcp); // what runs until a restart
   running_ = std::move(next);
   out.ok = true;
   {

@@ -71,7 +71,16 @@ std::map<std::string, policy::call_policy> runtime_config::default_kinds() {
   policy::call_policy embeddings;
   embeddings.rate_limit_spends_retry = true;
   embeddings.attempt_timeout = std::chrono::seconds{60};
-  return {{"chat", chat}, {"embeddings", embeddings}};
+  // An agent's tool call (MCP `tools/call`, SPEC §13): one attempt may run
+  // long while the server reports progress (its own `idle_timeout_s` judges
+  // silence); a retry, where it is safe at all, comes soon.
+  policy::call_policy tool;
+  tool.attempt_timeout = std::chrono::seconds{600};
+  tool.stall_window = std::chrono::seconds{60};
+  tool.backoff.base = std::chrono::milliseconds{500};
+  tool.backoff.cap = std::chrono::seconds{10};
+  tool.poll_interval = std::chrono::milliseconds{500};
+  return {{"chat", chat}, {"embeddings", embeddings}, {"tool", tool}};
 }
 
 // -- runtime ------------------------------------------------------------------

@@ -35,6 +35,8 @@ namespace sluice {
 struct breaker_relay_stats;
 struct remote_source_config;
 class remote_link_health;
+class mcp_server_view;
+struct mcp_server_settings;
 
 /// The plan a call's route and model select (null with a miss).
 struct route_match {
@@ -130,6 +132,22 @@ public:
   void add_remote_source(const std::string& name,
                          const remote_source_config& remote,
                          const source_settings& settings = {});
+
+  /// Registers an upstream MCP server (SPEC §13) run as a stdio child:
+  /// source `mcp:NAME` (its breaker, gate and tier as any source's) and
+  /// route `mcp:NAME` of kind `kind` to it, which the node's `tools/call`s
+  /// for its tools take. Returns what the node reads of it (its tools).
+  /// Throws `config_error` naming the key of nonsense settings.
+  std::shared_ptr<const mcp_server_view>
+  add_mcp_server(const mcp_server_settings& server,
+                 const source_settings& settings, const std::string& kind);
+
+  /// The view of MCP server `name` added with `add_mcp_server` (null: none).
+  std::shared_ptr<const mcp_server_view>
+  mcp_server(const std::string& name) const;
+
+  /// Every MCP server added, in the order of their names.
+  std::vector<std::shared_ptr<const mcp_server_view>> mcp_servers() const;
 
   /// Registers a route. Throws `config_error` naming the key if its kind or
   /// a source is unknown, its weights do not match its sources, or a model
@@ -356,6 +374,7 @@ private:
   /// call (readers share the lock).
   mutable std::shared_mutex mx_;
   std::map<std::string, source_handle> sources_;
+  std::map<std::string, std::shared_ptr<const mcp_server_view>> mcp_servers_;
   std::map<std::string, http_source> http_sources_;
   /// The routes' ejection limits, obeyed by every source's breaker.
   std::shared_ptr<shared_ejections> ejections_ =

@@ -8,6 +8,7 @@
 #include <caf/send.hpp>
 
 #include "sluice/actors/loops/loop_guard.hpp"
+#include "sluice/actors/mcp/mcp_source.hpp"
 #include "sluice/messages/atoms.hpp"
 #include "sluice/runtime/config_error.hpp"
 #include "sluice/runtime/remote_source.hpp"
@@ -167,6 +168,48 @@ http_source runtime::add_http_source(const std::string& name,
   std::unique_lock<std::shared_mutex> guard{mx_};
   (staging_ ? staged_http_ : http_sources_).emplace(name, s);
   return s;
+}
+
+std::shared_ptr<const mcp_server_view>
+runtime::add_mcp_server(const mcp_server_settings& server,
+                        const source_settings& settings,
+                        const std::string& kind) {
+  auto key = "mcp.servers." + server.name;
+  with_key_prefix(key, [&] { validate(server); });
+  auto name = "mcp:" + server.name;
+  auto s = spawn_mcp_stdio_source(sys_, server);
+  try {
+    // Self-timed: it answers `timeout` itself (idle and call timeouts) and
+    // drops an attempt on `cancel_atom`, telling the server.
+    add_source(name, s.actor, settings, true);
+  } catch (...) {
+    caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
+    throw;
+  }
+  route_config r;
+  r.name = name;
+  r.kind = kind;
+  r.sources = {name};
+  add_route(std::move(r));
+  std::unique_lock<std::shared_mutex> guard{mx_};
+  mcp_servers_[server.name] = s.view;
+  return s.view;
+}
+
+std::shared_ptr<const mcp_server_view>
+runtime::mcp_server(const std::string& name) const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  auto i = mcp_servers_.find(name);
+  return i == mcp_servers_.end() ? nullptr : i->second;
+}
+
+std::vector<std::shared_ptr<const mcp_server_view>>
+runtime::mcp_servers() const {
+  std::shared_lock<std::shared_mutex> guard{mx_};
+  std::vector<std::shared_ptr<const mcp_server_view>> out;
+  for (auto& kv : mcp_servers_)
+    out.push_back(kv.second);
+  return out;
 }
 
 } // namespace sluice

@@ -15,6 +15,7 @@
 #include "sluice/runtime/config/secret.hpp"
 #include "sluice/runtime/policy/config_diff.hpp"
 #include "sluice/runtime/policy/host_port.hpp"
+#include "sluice/runtime/policy/mcp/server_settings.hpp"
 #include "sluice/runtime/policy/route_config.hpp"
 #include "sluice/runtime/policy/source/source_settings.hpp"
 #include "sluice/runtime/policy/spend/spend.hpp"
@@ -95,6 +96,9 @@ struct client_key_config {
   sha256_digest digest{};
   /// Model names or globs ("gpt-4o*") the key may use; "*": any.
   std::vector<std::string> models{"*"};
+  /// MCP tools (gateway names, or globs: "github_*") the key may list and
+  /// call; "*": any. An empty list: none.
+  std::vector<std::string> tools{"*"};
   /// Calls in flight at once with this key: the cap of its session tier
   /// (its X-Session-Id sub-sessions share it, each also capped by
   /// `admission.session_cap`).
@@ -163,6 +167,10 @@ struct node_settings {
   /// endpoints (and /healthz), without the admin key; bind it to loopback or
   /// a private network. Empty: none.
   std::optional<host_port> admin_listen;
+  /// From `[mcp]` (`mcp_settings`): MCP sessions kept at once, and how long
+  /// an unused one lives.
+  uint32_t mcp_max_sessions = 10000;
+  duration mcp_session_idle = std::chrono::hours{1};
   /// `node.allowed_hosts`: names (lowercase, no port) a `Host` header may
   /// carry on a request served without a key, besides IP addresses and
   /// `localhost` (a name not listed may be a DNS-rebound page's).
@@ -226,12 +234,30 @@ struct route_decl {
   std::string fingerprint;
 };
 
+/// `[mcp]`: the node as an MCP server in front of MCP servers (SPEC §13).
+struct mcp_settings {
+  /// `[mcp.servers.NAME]`, in the file's order (TOML tables: sorted by
+  /// name). None: no /mcp endpoint.
+  std::vector<mcp_server_settings> servers;
+  /// Each server's breaker, AIMD and quota (`[mcp.servers.NAME.breaker]`,
+  /// ...), by index into `servers`.
+  std::vector<source_settings> settings;
+  /// The call kind of tool calls (`[kinds.NAME]`; default "tool").
+  std::string kind = "tool";
+  /// MCP sessions kept at once; past it, the one idle longest is ended.
+  uint32_t max_sessions = 10000;
+  /// A session unused this long is ended (its client gets 404 and
+  /// initializes again, as MCP says).
+  duration session_idle = std::chrono::hours{1};
+};
+
 /// A whole config file, parsed and checked.
 struct file_config {
   node_settings node;
   runtime_config runtime;
   std::vector<source_decl> sources;
   std::vector<route_decl> routes;
+  mcp_settings mcp;
   /// The parts a reload cannot change in a running node -- "node",
   /// "admission", "backend", "seed" -- each as its TOML text (empty: not in
   /// the file), so a reload can say which changes wait for a restart.

@@ -226,6 +226,15 @@ client_key_config read_key(const std::string& name, const toml::table& t) {
       k.models.push_back(*v.value<std::string>());
     }
   }
+  if (auto m = r.array("tools")) {
+    k.tools.clear();
+    for (auto&& v : *m) {
+      if (!v.is_string() || v.value<std::string>()->empty() ||
+          v.value<std::string>()->size() > 256)
+        r.fail("tools", "must be an array of tool names or globs", &v);
+      k.tools.push_back(*v.value<std::string>());
+    }
+  }
   if (auto x = r.count("max_concurrent")) {
     if (*x < 1)
       r.fail("max_concurrent", "must be at least 1");

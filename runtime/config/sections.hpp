@@ -46,6 +46,12 @@ void read_admission(table_reader& r, admission_config& a);
 /// `[kinds.NAME]`, over the defaults already in `p`.
 void read_kind(table_reader& r, policy::call_policy& p);
 
+/// A source's `breaker` and `aimd` tables (a `[sources.NAME]`'s or an
+/// `[mcp.servers.NAME]`'s).
+void read_breaker(table_reader& r, policy::breaker_config& b);
+void read_aimd(table_reader& r, policy::aimd_config& a);
+/// `[mcp]` and its `[mcp.servers.NAME]` tables.
+void read_mcp(table_reader& r, mcp_settings& m);
 /// `[sources.NAME]`, simulated or HTTP, with its breaker, AIMD, quota,
 /// model names, TLS and phases.
 source_decl read_source(const std::string& name, const toml::table& t);

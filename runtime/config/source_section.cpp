@@ -24,6 +24,8 @@ policy::outcome_class read_class(table_reader& r, std::string_view key,
   r.fail(key, "must be \"success\", \"failure\" or \"ignored\"");
 }
 
+} // namespace
+
 void read_breaker(table_reader& r, policy::breaker_config& b) {
   if (auto w = r.string("window")) {
     if (*w == "count")
@@ -77,6 +79,8 @@ void read_aimd(table_reader& r, policy::aimd_config& a) {
   r.done();
   r.checked([&] { validate(a); });
 }
+
+namespace {
 
 void read_quota(table_reader& r, policy::quota_config& q) {
   if (auto x = r.number("rate_per_s")) {

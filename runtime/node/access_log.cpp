@@ -125,6 +125,10 @@ void clear_record(access_record& r) noexcept {
   r.suppressed = 0;
   r.usage.reset();
   r.cost.reset();
+  r.tool.clear();
+  r.mcp_server.clear();
+  r.rpc_id.clear();
+  r.rpc_error = 0;
 }
 
 std::string access_line(const access_record& r) {
@@ -149,6 +153,12 @@ std::string access_line(const access_record& r) {
            .count()}};
   if (r.suppressed > 0)
     line["suppressed"] = r.suppressed;
+  if (!r.rpc_id.empty()) {
+    line["rpc_id"] = cut_field(r.rpc_id, max_logged_path_bytes);
+    line["tool"] = text_or_null(r.tool);
+    line["mcp_server"] = text_or_null(r.mcp_server);
+    line["rpc_error"] = r.rpc_error == 0 ? json(nullptr) : json(r.rpc_error);
+  }
   if (r.usage) {
     line["prompt_tokens"] = r.usage->prompt;
     line["completion_tokens"] = r.usage->completion;

@@ -101,6 +101,13 @@ struct access_record {
   /// read), and what it cost (none: its model has no price).
   std::optional<policy::token_usage> usage;
   std::optional<policy::money> cost;
+  /// A tool call on /mcp: the tool (its gateway name), the server it went
+  /// to, and the JSON-RPC id of the client's request (JSON text); empty:
+  /// not written. Also a JSON-RPC error's code (0: none).
+  std::string tool;
+  std::string mcp_server;
+  std::string rpc_id;
+  int rpc_error = 0;
 };
 
 /// Makes `r` as a new record, its strings keeping their room (a

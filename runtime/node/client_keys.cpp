@@ -81,6 +81,12 @@ bool client_key::may_use(std::string_view model) const noexcept {
       [&](const std::string& p) { return policy::glob_match(p, model); });
 }
 
+bool client_key::may_call_tool(std::string_view tool) const noexcept {
+  return std::any_of(
+      cfg_.tools.begin(), cfg_.tools.end(),
+      [&](const std::string& p) { return policy::glob_match(p, tool); });
+}
+
 std::optional<duration> client_key::take(time_point now) {
   if (!bucket_)
     return std::nullopt;
@@ -134,7 +140,8 @@ namespace {
 // The same key as far as its state goes (its line may move).
 bool same_settings(const client_key_config& a, const client_key_config& b) {
   return a.name == b.name && same_digest(a.digest, b.digest) &&
-         a.models == b.models && a.max_concurrent == b.max_concurrent &&
+         a.models == b.models && a.tools == b.tools &&
+         a.max_concurrent == b.max_concurrent &&
          a.requests_per_minute == b.requests_per_minute && a.burst == b.burst &&
          a.spend == b.spend;
 }

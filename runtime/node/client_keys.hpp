@@ -54,6 +54,10 @@ public:
   /// route's default sources would serve it whatever the key's models).
   bool may_use(std::string_view model) const noexcept;
 
+  /// Whether the key may list and call MCP tool `tool` (its gateway name;
+  /// one of its `tools` globs matches).
+  bool may_call_tool(std::string_view tool) const noexcept;
+
   /// Takes one request from the key's rate at `now`: nothing if allowed,
   /// else how long until the next request would be.
   std::optional<duration> take(time_point now);

@@ -65,6 +65,8 @@ connection::connection(tcp::socket&& socket, front_state& front, bool admin)
 connection::~connection() {
   if (subscribed_)
     front_.events.unsubscribe(id_);
+  if (mcp_call_ && mcp_call_->ticket != 0)
+    front_.mcp.forget(mcp_call_->ticket);
   {
     std::lock_guard<std::mutex> guard{front_.connections_mx};
     front_.connections.erase(id_);
@@ -413,6 +415,8 @@ void connection::handle() {
     return list_models(choice.arg);
   case endpoint::call:
     return start_call(choice.arg);
+  case endpoint::mcp:
+    return serve_mcp();
   }
 }
 

@@ -28,6 +28,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <nlohmann/json.hpp>
 
 #include "sluice/actors/loops/loop_guard.hpp"
 #include "sluice/actors/wire/block_allocator.hpp"
@@ -171,10 +172,22 @@ private:
                       std::string model, bool stream);
   void send_call(const std::string& path, call_options opts,
                  std::string model, bool stream);
+  void run_call(call_request call, call_options opts);
   void list_models(const std::string& id);
   void watch_client();
   void on_result(call_result r);
   void on_chunk(std::string bytes);
+
+  // -- MCP (connection_mcp.cpp) -------------------------------------------
+  /// /mcp: one JSON-RPC message per POST (MCP's Streamable HTTP).
+  void serve_mcp();
+  /// A JSON answer to an MCP request (`Mcp-Session-Id` set if given).
+  void mcp_reply(unsigned status, std::string body,
+                 const std::string& session = {});
+  void start_tool_call(const std::string& id, nlohmann::json params,
+                       const std::string& session, bool sse_ok);
+  /// The JSON-RPC answer to the tool call that ended with `r`.
+  std::string mcp_answer(const call_result& r) const;
 
   // -- operations (connection_ops.cpp) -----------------------------------
   void admin_action(const std::string& rest);
@@ -276,6 +289,16 @@ private:
   std::string cors_origin_;
   /// The key `front_.connections` names this connection by.
   std::string listed_key_;
+  /// The tool call in flight: its JSON-RPC id (JSON text), its server,
+  /// tool and session, and its ticket in `front_.mcp` (0: none).
+  struct mcp_call_state {
+    std::string id;
+    std::string server;
+    std::string tool;
+    std::string session;
+    uint64_t ticket = 0;
+  };
+  std::optional<mcp_call_state> mcp_call_;
   /// The request being answered, for its access-log line and headers.
   access_record rec_;
   time_point request_started_;

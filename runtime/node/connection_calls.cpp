@@ -150,10 +150,16 @@ void connection::send_call(const std::string& path, call_options opts,
   call.stream = stream;
   call.tokens = spend_.tokens();
   call.headers = forwarded_headers(request_.base(), rec_.request_id);
+  run_call(std::move(call), std::move(opts));
+}
+
+// Any governed call (an OpenAI route's, a tool call): to the runtime, its
+// pieces and result back on the strand.
+void connection::run_call(call_request call, call_options opts) {
   opts.connection = tier_;
   ++front_.in_flight;
   pending_ = true;
-  route_ = path;
+  route_ = call.route;
   started_ = front_.now();
   try {
     keep_pending();
@@ -247,6 +253,10 @@ void connection::on_result(call_result r) {
       rec_.won_attempt = static_cast<uint32_t>(i + 1);
   }
   rec_.error = access_error(r);
+  if (mcp_call_ && mcp_call_->ticket != 0) {
+    front_.mcp.forget(mcp_call_->ticket);
+    mcp_call_->ticket = 0;
+  }
   spend_.close(r, front_.now(), std::chrono::system_clock::now());
   if (auto& used = spend_.usage()) {
     rec_.usage = *used;
@@ -256,8 +266,21 @@ void connection::on_result(call_result r) {
                                 *used, rec_.cost);
   }
   if (closed_ || r.status == call_status::cancelled) {
+    mcp_call_.reset();
     log_access(client_closed_status);
     return close();
+  }
+  if (mcp_call_) {
+    // A tool call: its JSON-RPC answer, alone or as the stream's last event.
+    auto answer = mcp_answer(r);
+    if (r.status != call_status::ok)
+      rec_.rpc_error = r.status == call_status::tool_busy ? -32016 : -32603;
+    mcp_call_.reset();
+    if (!streaming_)
+      return write(make_response(200, std::move(answer), keep_, version_),
+                   then::at_once);
+    sse_->push("event: message\ndata: " + answer + "\n\n");
+    return sse_->finish();
   }
   if (!streaming_) {
     auto res = render(r, keep_, version_);
@@ -308,6 +331,11 @@ void connection::on_chunk(std::string bytes) {
                  [this](sse_stream::end e) { on_stream_end(e); });
     sse_->start(shared_from_this(), keep_, version_, rec_.request_id,
                 cors_origin_, &spend_.headers());
+  }
+  if (mcp_call_) { // a progress notification, as an SSE event
+    if (!bytes.empty())
+      sse_->push("event: message\ndata: " + bytes + "\n\n");
+    return;
   }
   spend_.on_piece(bytes);
   if (!bytes.empty())

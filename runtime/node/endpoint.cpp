@@ -67,6 +67,11 @@ choose_endpoint(std::string_view target, http::verb method,
       return refuse(errc::bad_request, "malformed model id");
     return only(method, http::verb::get, endpoint::models, "", std::move(*id));
   }
+  if (*path == "/mcp") {
+    endpoint_choice out;
+    out.to = endpoint::mcp;
+    return out;
+  }
   std::string route{*path};
   if (!has_route || !has_route(route))
     return refuse(errc::not_found, "no route " + echo_text(route));

@@ -33,6 +33,8 @@ enum class endpoint {
   models,
   /// POST on a configured call route (`arg`: the path).
   call,
+  /// /mcp, any method (the MCP gateway answers the method itself).
+  mcp,
 };
 
 /// Where a request goes, or why it is refused (400, 404 or 405; the

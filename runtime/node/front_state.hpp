@@ -29,6 +29,7 @@
 #include "sluice/runtime/node/access_log.hpp"
 #include "sluice/runtime/node/client_keys.hpp"
 #include "sluice/runtime/node/event_hub.hpp"
+#include "sluice/runtime/node/mcp_gateway.hpp"
 #include "sluice/runtime/node/metrics.hpp"
 #include "sluice/runtime/node/model_list.hpp"
 #include "sluice/runtime/node/shared_spend.hpp"
@@ -106,6 +107,7 @@ struct front_state {
                                             r.config().spend_open_when_down)
                                       : nullptr)
       , access(s.access_log)
+      , mcp(r.mcp_servers(), s.mcp_max_sessions, s.mcp_session_idle)
       , events(s.max_event_subscribers)
       , shared_loops(!shared.empty())
       , loops(shared_loops ? std::move(shared)
@@ -189,6 +191,9 @@ struct front_state {
   access_log access;
   /// `GET /v1/models` bodies, per routes version and key filter.
   model_list_cache model_lists;
+  /// The /mcp endpoint's sessions, tools and calls (disabled without
+  /// `[mcp.servers]`).
+  mcp_gateway mcp;
   /// The main listener is bound to a loopback address.
   bool main_loopback = true;
   node_metrics metrics;

@@ -225,6 +225,36 @@ std::vector<shared_limit> shared_limits_of(front_state& front) {
   return out;
 }
 
+namespace {
+
+// The MCP servers (as sources, their breakers and tiers are in "sources"
+// under "mcp:NAME"): child process, tools, counters; and the sessions.
+json mcp_status(front_state& front) {
+  json servers = json::array();
+  for (auto& v : front.mcp.servers()) {
+    auto snap = v->read();
+    servers.push_back(
+        {{"name", v->name},
+         {"source", "mcp:" + v->name},
+         {"prefix", v->prefix},
+         {"state", std::string{to_string(snap.state)}},
+         {"pid", snap.pid > 0 ? json(snap.pid) : json(nullptr)},
+         {"restarts", snap.restarts},
+         {"last_exit", snap.last_exit.empty() ? json(nullptr)
+                                              : json(snap.last_exit)},
+         {"protocol_version", snap.protocol_version},
+         {"tools", snap.tools ? snap.tools->size() : 0},
+         {"calls", v->calls.load()},
+         {"progress_notifications", v->progress.load()},
+         {"cancels_sent", v->cancels_sent.load()},
+         {"bad_lines", v->bad_lines.load()}});
+  }
+  return {{"servers", std::move(servers)},
+          {"sessions", front.mcp.sessions()}};
+}
+
+} // namespace
+
 json status_json(front_state& front, json scopes, const shared_counts* shared) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
   // ids themselves, which a client could use to join another's session.
@@ -413,7 +443,8 @@ json status_json(front_state& front, json scopes, const shared_counts* shared) {
           {"model_lists",
            {{"built", front.model_lists.builds()},
             {"kept", front.model_lists.size()}}},
-          {"loops", loops_status(front)}};
+          {"loops", loops_status(front)},
+          {"mcp", mcp_status(front)}};
 }
 
 // Every key's and route's limits (SPEC §12), with their model scopes, as

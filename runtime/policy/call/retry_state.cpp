@@ -10,7 +10,7 @@ next_step retry_state::after_outcome(const call_policy& pol, size_t source,
                                      outcome_kind kind,
                                      std::optional<duration> retry_after,
                                      bool others_out, duration stalled,
-                                     small_rng& rng) {
+                                     small_rng& rng, bool retry_safe) {
   using action = next_step::action;
   if (committed_)
     return {action::finish_streamed, kind == outcome_kind::ok};
@@ -21,9 +21,12 @@ next_step retry_state::after_outcome(const call_policy& pol, size_t source,
   case outcome_kind::permanent:
     // Fail fast: the request itself is wrong; no retry, no stall check.
     return {action::finish, false};
-  case outcome_kind::rate_limited:
   case outcome_kind::transient:
   case outcome_kind::timeout:
+    if (!retry_safe) // it may have had effects: never sent again
+      return {action::finish, false};
+    break;
+  case outcome_kind::rate_limited:
     break;
   }
   if (spends_retry(pol, kind))

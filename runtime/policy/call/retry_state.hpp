@@ -53,10 +53,14 @@ public:
   /// `retry_after` hint if any. `others_out`: another attempt of the call
   /// is still running (hedging). `stalled`: the call's stall time now.
   /// `rng` draws the backoff's jitter (only when a backoff is computed).
+  /// `retry_safe` false: a failure (transient, timeout) ends the call with
+  /// its answer, as a permanent one does (a request that may have had
+  /// effects upstream; a 429 is still retried: the upstream refused it).
   next_step after_outcome(const call_policy& pol, size_t source,
                           outcome_kind kind,
                           std::optional<duration> retry_after, bool others_out,
-                          duration stalled, small_rng& rng);
+                          duration stalled, small_rng& rng,
+                          bool retry_safe = true);
 
   /// The first bytes of a stream went to the caller: from now on the
   /// attempt they came from is the answer.

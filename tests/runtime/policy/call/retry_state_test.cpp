@@ -218,3 +218,21 @@ TEST_CASE("retry_state: the group's longest hint wins, in any order") {
   CHECK(s.delay == 9s);
   CHECK_FALSE(s.stall_check_first);
 }
+
+TEST_CASE("retry_state: a failure not safe to retry ends the call with its "
+          "answer - a 429 is still retried") {
+  for (auto k : {outcome_kind::transient, outcome_kind::timeout}) {
+    call c;
+    auto s = c.rs.after_outcome(c.pol, 0, k, std::nullopt, false, 0s, c.rng,
+                                false);
+    CHECK(s.what == action::finish);
+    CHECK_FALSE(s.progressed);
+    // The same failure, safe to retry, backs off.
+    call d;
+    CHECK(d.fail(k).what == action::back_off);
+  }
+  call c;
+  auto s = c.rs.after_outcome(c.pol, 0, outcome_kind::rate_limited,
+                              std::nullopt, false, 0s, c.rng, false);
+  CHECK(s.what == action::back_off);
+}

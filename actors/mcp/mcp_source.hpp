@@ -1,0 +1,113 @@
+#pragma once
+
+// One upstream MCP server as a source (SPEC §13): the node's `tools/call`s
+// for it are attempts, governed like any call. Today: a stdio child the
+// source starts, restarts with backoff and ends.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sluice/messages/source.hpp"
+#include "sluice/runtime/policy/mcp/server_settings.hpp"
+
+namespace sluice {
+
+/// What a server's source knows of it, for the node (its tools, for
+/// `tools/list`) and operators (/status). Written by the source actor,
+/// read from any thread.
+class mcp_server_view {
+public:
+  enum class state_kind : uint8_t { starting, ready, down, stopped };
+
+  mcp_server_view(std::string name, std::string prefix)
+      : name(std::move(name))
+      , prefix(std::move(prefix)) {
+    // nop
+  }
+
+  /// Its name in the config, and the prefix of its tools' gateway names.
+  const std::string name;
+  const std::string prefix;
+
+  struct snapshot {
+    state_kind state = state_kind::starting;
+    /// The server's tools as it listed them (each a JSON object with
+    /// `name`, as MCP's `Tool`), and a number that changes with them.
+    std::shared_ptr<const std::vector<nlohmann::json>> tools;
+    uint64_t tools_version = 0;
+    /// The protocol revision and `serverInfo` it answered `initialize` with.
+    std::string protocol_version;
+    nlohmann::json server_info;
+    pid_t pid = -1;
+    /// Times it was started again after an exit; how it last ended.
+    uint64_t restarts = 0;
+    std::string last_exit;
+  };
+
+  snapshot read() const {
+    std::lock_guard<std::mutex> guard{mx_};
+    return snap_;
+  }
+
+  template <class F>
+  void update(F f) {
+    std::lock_guard<std::mutex> guard{mx_};
+    f(snap_);
+  }
+
+  /// Counters (relaxed).
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> progress{0};
+  std::atomic<uint64_t> cancels_sent{0};
+  /// Lines from the server that were no JSON-RPC message, or over the
+  /// size limit, or answered no request of ours.
+  std::atomic<uint64_t> bad_lines{0};
+
+private:
+  mutable std::mutex mx_;
+  snapshot snap_;
+};
+
+std::string_view to_string(mcp_server_view::state_kind x) noexcept;
+
+struct mcp_source {
+  source_actor actor;
+  std::shared_ptr<const mcp_server_view> view;
+};
+
+/// Throws `std::invalid_argument` naming the field of a nonsense setting.
+void validate(const mcp_server_settings& cfg);
+
+/// Spawns the source of an MCP server run as a stdio child. It starts the
+/// server at once (and again, with backoff, each time it exits), answers
+/// its `initialize`, lists its tools (again on `tools/list_changed`), and
+/// answers pings; it refuses the server's other requests (sampling,
+/// elicitation, roots: not relayed yet).
+///
+/// An attempt's payload is the `params` of a `tools/call` (the server's own
+/// tool name). Its reply: `ok` with the JSON-RPC `result` (a tool result
+/// with `isError` included: that is the tool's answer); `permanent` with the
+/// JSON-RPC `error` object for an error other than an internal one;
+/// `transient` for an internal error (-32603), a server that exited or was
+/// not ready; `timeout` for a call silent past `idle_timeout` (no answer,
+/// no progress) or longer than `call_timeout` or the attempt's own timeout.
+/// A failure after the request was written is `unsafe_to_retry` unless the
+/// tool says `readOnlyHint` or `idempotentHint` (policy::mcp::may_retry).
+/// Progress notifications for the call are counted as progress; when the
+/// call carried its client's `progressToken`, each is passed on to
+/// `stream_to` as the notification's JSON text. A requester that
+/// terminates or sends `cancel_atom` cancels its attempts: the server gets
+/// `notifications/cancelled` with its request id.
+mcp_source spawn_mcp_stdio_source(caf::actor_system& sys,
+                                  mcp_server_settings cfg);
+
+} // namespace sluice

@@ -1,0 +1,94 @@
+#include "sluice/runtime/policy/mcp/protocol_version.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace sluice::policy::mcp {
+
+namespace {
+
+/// One revision the gateway speaks.
+struct revision {
+  std::string_view name;
+  bool sessions;
+};
+
+/// Newest first: `negotiate` falls back to the first.
+constexpr std::array<revision, 2> revisions{{
+    {"2025-11-25", true},
+    {"2025-06-18", true},
+}};
+
+const revision* find(std::string_view version) noexcept {
+  for (auto& r : revisions)
+    if (r.name == version)
+      return &r;
+  return nullptr;
+}
+
+/// `text` for an error message: at most `max_quoted_header_bytes`, each
+/// byte outside printable ASCII (and the quote) shown as '?'.
+std::string quoted(std::string_view text) {
+  std::string out = "'";
+  auto n = std::min(text.size(), max_quoted_header_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    out += c >= 0x20 && c < 0x7f && c != '\'' ? static_cast<char>(c) : '?';
+  }
+  if (n < text.size())
+    out += "...";
+  out += '\'';
+  return out;
+}
+
+} // namespace
+
+const std::vector<std::string_view>& supported_versions() noexcept {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> xs;
+    for (auto& r : revisions)
+      xs.push_back(r.name);
+    return xs;
+  }();
+  return names;
+}
+
+bool is_supported(std::string_view version) noexcept {
+  return find(version) != nullptr;
+}
+
+std::string negotiate(std::string_view requested) {
+  if (is_supported(requested))
+    return std::string{requested};
+  return std::string{revisions.front().name};
+}
+
+header_verdict header_check(std::optional<std::string_view> header,
+                            std::optional<std::string_view> session_version) {
+  if (!header)
+    return {};
+  if (!is_supported(*header)) {
+    std::string supported;
+    for (auto& r : revisions) {
+      if (!supported.empty())
+        supported += ", ";
+      supported += r.name;
+    }
+    return {header_verdict::kind::unsupported,
+            "unsupported MCP-Protocol-Version " + quoted(*header) +
+                " (supported: " + supported + ")"};
+  }
+  if (session_version && *session_version != *header)
+    return {header_verdict::kind::mismatch,
+            "MCP-Protocol-Version " + quoted(*header) +
+                " differs from the session's negotiated " +
+                quoted(*session_version)};
+  return {};
+}
+
+bool has_sessions(std::string_view version) noexcept {
+  auto r = find(version);
+  return r != nullptr && r->sessions;
+}
+
+} // namespace sluice::policy::mcp

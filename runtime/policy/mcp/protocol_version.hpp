@@ -1,0 +1,71 @@
+#pragma once
+
+// Which MCP revision a session speaks: the answer to `initialize` and the
+// check of the `MCP-Protocol-Version` header on every later HTTP request.
+// Pure.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice::policy::mcp {
+
+/// The revision a server assumes when a request carries no
+/// `MCP-Protocol-Version` header and nothing else tells it (the spec's
+/// backwards-compatibility rule).
+constexpr std::string_view assumed_version = "2025-03-26";
+
+/// The revisions the gateway speaks, newest first ("2025-11-25", the
+/// latest of the official TypeScript SDK 1.32.2, then "2025-06-18").
+const std::vector<std::string_view>& supported_versions() noexcept;
+
+/// Whether the gateway speaks revision `version` (an exact match).
+bool is_supported(std::string_view version) noexcept;
+
+/// The revision to answer an `initialize` that asked for `requested`: that
+/// one if the gateway speaks it, else the newest it speaks. MCP's rule: the
+/// server answers with a revision it supports and the client decides
+/// whether to go on with it.
+std::string negotiate(std::string_view requested);
+
+/// The verdict on a request's `MCP-Protocol-Version` header.
+struct header_verdict {
+  enum class kind {
+    /// Go on.
+    ok,
+    /// A revision the gateway does not speak (HTTP 400 in the caller).
+    unsupported,
+    /// A revision other than the one the session negotiated (HTTP 400).
+    mismatch,
+  };
+
+  kind what = kind::ok;
+
+  /// Why not, for the response body; empty when ok.
+  std::string error;
+
+  bool ok() const noexcept { return what == kind::ok; }
+};
+
+/// Longest slice of a header value quoted in `header_verdict::error` (the
+/// text goes back to the client; a hostile header must not fill it).
+constexpr size_t max_quoted_header_bytes = 64;
+
+/// Checks the `MCP-Protocol-Version` header `header` (unset: absent) of a
+/// request in a session that negotiated `session_version` (unset: no
+/// session, or none known). An absent header is ok: the spec says to assume
+/// the negotiated revision, or `assumed_version` when nothing is known.
+/// NOTE: we accept the latter although we do not speak 2025-03-26 -- a
+/// client that sends no header is served as if it spoke the negotiated (or
+/// newest) revision rather than refused.
+header_verdict header_check(std::optional<std::string_view> header,
+                            std::optional<std::string_view> session_version);
+
+/// Whether revision `version` has sessions (`Mcp-Session-Id` handed out at
+/// `initialize` and sent back on every request). True for every revision
+/// the gateway speaks; false for any other (a future sessionless revision,
+/// such as the proposed 2026-07-28, is added to the table saying false).
+bool has_sessions(std::string_view version) noexcept;
+
+} // namespace sluice::policy::mcp

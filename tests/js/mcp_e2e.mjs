@@ -1,0 +1,227 @@
+// End-to-end test of the MCP gateway: the official TypeScript client
+// (@modelcontextprotocol/sdk, Client + StreamableHTTPClientTransport) talks
+// to sluice-node's /mcp, which runs two stdio servers as its children: the
+// reference server @modelcontextprotocol/server-everything, and a small
+// server of ours on the same SDK (mcp_test_server.mjs) that logs every call
+// and cancellation it receives.
+//
+//   node tests/js/mcp_e2e.mjs PATH_TO_SLUICE_NODE
+//
+// Prints one PASS/FAIL line per check (with what the client saw), exits
+// non-zero on any failure, always stops the node (and with it the servers).
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { check, expect, results, withTimeout } from './checks.mjs';
+import { startNode, waitHealthy } from './node_process.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const binary = process.argv[2];
+if (!binary) {
+  console.error('usage: node mcp_e2e.mjs PATH_TO_SLUICE_NODE');
+  process.exit(2);
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-mcp-'));
+const serverLog = path.join(dir, 'server.log');
+const everything = path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
+const config = path.join(dir, 'sluice.toml');
+fs.writeFileSync(config, `
+[admission]
+session_cap = 1
+wait_timeout_s = 0.3
+
+[mcp.servers.everything]
+command = ${JSON.stringify(process.execPath)}
+args = [${JSON.stringify(everything)}, "stdio"]
+idle_timeout_s = 20
+
+[mcp.servers.ours]
+command = ${JSON.stringify(process.execPath)}
+args = [${JSON.stringify(path.join(here, 'mcp_test_server.mjs'))}]
+env = { MCP_TEST_LOG = ${JSON.stringify(serverLog)} }
+restart_backoff_s = 0.2
+`);
+
+const logLines = () => (fs.existsSync(serverLog) ? fs.readFileSync(serverLog, 'utf8').split('\n') : []);
+
+async function status(port) {
+  const r = await fetch(`http://127.0.0.1:${port}/status`);
+  return (await r.json()).mcp;
+}
+
+async function serversReady(port, ms = 20000) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const s = await status(port);
+    if (s.servers.every((x) => x.state === 'ready' && x.tools > 0)) return s;
+    await sleep(100);
+  }
+  throw new Error(`servers not ready: ${JSON.stringify(await status(port))}`);
+}
+
+async function connect(port) {
+  const client = new Client({ name: 'sluice-e2e', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`));
+  await client.connect(transport);
+  return { client, transport };
+}
+
+const text = (result) => result.content?.map((c) => c.text).join('') ?? '';
+
+const node = startNode(binary, { config });
+try {
+  await withTimeout((async () => {
+    const port = await node.port;
+    await waitHealthy(port);
+    await serversReady(port);
+    const { client, transport } = await connect(port);
+
+    await check('initialize: a session and a protocol revision the SDK speaks', async () => {
+      expect(transport.sessionId, 'no Mcp-Session-Id');
+      const v = client.getServerVersion();
+      expect(v?.name === 'sluice', `server ${JSON.stringify(v)}`);
+      return `session ${transport.sessionId.slice(0, 8)}..., server ${v.name}`;
+    });
+
+    await check('tools/list: both servers\' tools under their prefixes', async () => {
+      const { tools } = await client.listTools();
+      const names = tools.map((t) => t.name);
+      for (const n of ['everything_echo', 'everything_get-sum', 'ours_slow_write', 'ours_slow_read'])
+        expect(names.includes(n), `${n} missing from ${names.join(',')}`);
+      const echo = tools.find((t) => t.name === 'everything_echo');
+      expect(echo.annotations?.readOnlyHint === true, 'echo lost its annotations');
+      return `${tools.length} tools`;
+    });
+
+    await check('tools/call echo and get-sum through the gateway', async () => {
+      const e = await client.callTool({ name: 'everything_echo', arguments: { message: 'hi' } });
+      expect(text(e).includes('hi'), `echo said ${text(e)}`);
+      const s = await client.callTool({ name: 'everything_get-sum', arguments: { a: 2, b: 3 } });
+      expect(text(s).includes('5'), `sum said ${text(s)}`);
+      return `${JSON.stringify(text(e))}, ${JSON.stringify(text(s))}`;
+    });
+
+    await check('an unknown tool is a JSON-RPC error', async () => {
+      try {
+        await client.callTool({ name: 'everything_nope', arguments: {} });
+      } catch (e) {
+        expect(e.code === -32602, `code ${e.code}`);
+        return `code ${e.code}: ${e.message}`;
+      }
+      throw new Error('no error');
+    });
+
+    await check('a long tool call with progress notifications relayed', async () => {
+      const seen = [];
+      const r = await client.callTool(
+        { name: 'everything_trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
+        undefined,
+        { onprogress: (p) => seen.push(p.progress), timeout: 30000 });
+      expect(seen.length >= 3, `progress ${JSON.stringify(seen)}`);
+      expect(text(r).length > 0, 'empty result');
+      return `progress ${JSON.stringify(seen)}`;
+    });
+
+    await check('tool_busy -32016 under a session cap of 1', async () => {
+      const first = client.callTool({ name: 'ours_slow_read', arguments: { ms: 1500, tag: 'busy1' } });
+      await sleep(200);
+      let err = null;
+      try {
+        await client.callTool({ name: 'everything_echo', arguments: { message: 'second' } });
+      } catch (e) {
+        err = e;
+      }
+      await first;
+      expect(err && err.code === -32016, `second call: ${err ? err.code : 'succeeded'}`);
+      expect(err.data?.tier === 'session', `data ${JSON.stringify(err.data)}`);
+      return `code ${err.code}, data ${JSON.stringify(err.data)}`;
+    });
+
+    await check('cancellation: the client aborts, the server sees notifications/cancelled', async () => {
+      const before = (await status(port)).servers.find((s) => s.name === 'ours').cancels_sent;
+      const ac = new AbortController();
+      const call = client.callTool({ name: 'ours_slow_write', arguments: { ms: 5000, tag: 'cancel1' } },
+        undefined, { signal: ac.signal });
+      await sleep(500);
+      ac.abort('test cancels');
+      let rejected = false;
+      try { await call; } catch { rejected = true; }
+      expect(rejected, 'the call was not rejected');
+      const deadline = Date.now() + 5000;
+      while (!logLines().includes('cancelled slow_write cancel1') && Date.now() < deadline) await sleep(50);
+      expect(logLines().includes('cancelled slow_write cancel1'), `server log: ${logLines().join('|')}`);
+      const after = (await status(port)).servers.find((s) => s.name === 'ours').cancels_sent;
+      return `server logged the cancel; cancels_sent ${before} -> ${after}`;
+    });
+
+    // A server killed mid-call: a call that may have had effects fails and
+    // is not sent again; a read-only one is retried on the restarted server.
+    const killOurs = async () => {
+      const s = (await status(port)).servers.find((x) => x.name === 'ours');
+      process.kill(s.pid, 'SIGKILL');
+      return s;
+    };
+
+    await check('a non-idempotent tool is never retried when its server dies', async () => {
+      await sleep(1600); // the session's permit from the abort above is back
+      const call = client.callTool({ name: 'ours_slow_write', arguments: { ms: 3000, tag: 'kill1' } });
+      await sleep(500);
+      const killed = await killOurs();
+      let err = null;
+      try { await call; } catch (e) { err = e; }
+      expect(err, 'the call succeeded');
+      await serversReady(port);
+      const calls = logLines().filter((l) => l === 'call slow_write kill1').length;
+      expect(calls === 1, `the server saw it ${calls} times`);
+      const s = (await status(port)).servers.find((x) => x.name === 'ours');
+      expect(s.restarts >= 1 && s.pid !== killed.pid, `status ${JSON.stringify(s)}`);
+      return `error ${err.code} "${err.message}"; the server saw it once; restarted (restarts ${s.restarts})`;
+    });
+
+    await check('a read-only tool is retried on the restarted server', async () => {
+      const call = client.callTool({ name: 'ours_slow_read', arguments: { ms: 1500, tag: 'kill2' } });
+      await sleep(500);
+      await killOurs();
+      const r = await call;
+      const calls = logLines().filter((l) => l === 'call slow_read kill2').length;
+      expect(text(r).includes('kill2 done'), `result ${text(r)}`);
+      expect(calls === 2, `the server saw it ${calls} times`);
+      return `answered "${text(r)}" after ${calls} attempts`;
+    });
+
+    await check('the session ends with DELETE', async () => {
+      await transport.terminateSession();
+      const r = await fetch(`http://127.0.0.1:${port}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+          'mcp-session-id': 'not-a-session' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      });
+      expect(r.status === 404, `unknown session: ${r.status}`);
+      return 'unknown session 404';
+    });
+    await client.close();
+  })(), 120000, 'the MCP end-to-end test took over 120 s');
+} catch (e) {
+  results.failed++;
+  console.log(`FAIL ${e.message}\n${node.output.slice(-4000)}`);
+} finally {
+  const exit = await node.stop();
+  const left = logLines().filter((l) => l.startsWith('started ')).map((l) => Number(l.split(' ')[1]));
+  let alive = 0;
+  for (const pid of left) {
+    try { process.kill(pid, 0); alive++; } catch { /* gone */ }
+  }
+  await check('the node stopped and left no server running', async () => {
+    expect(alive === 0, `${alive} of ${left.length} test servers still running`);
+    return `exit ${JSON.stringify(exit)}; ${left.length} servers started, none left`;
+  });
+}
+console.log(`${results.passed} passed, ${results.failed} failed`);
+process.exit(results.failed === 0 ? 0 : 1);
