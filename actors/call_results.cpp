@@ -67,7 +67,6 @@ call_result streamed_result(const std::string& source, source_reply reply) {
   // A streaming source's reply has an empty body, or (a tool server's) the
   // answer that follows the pieces it streamed.
   r.body = std::move(reply.body);
-  r.content_type = std::move(reply.content_type);
   return r;
 }
 

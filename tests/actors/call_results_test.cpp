@@ -80,7 +80,7 @@ TEST_CASE("call results: a permanent answer is an upstream error, as is") {
   CHECK(r.reason.empty());
 }
 
-TEST_CASE("call results: a streamed ok end carries no body") {
+TEST_CASE("call results: a streamed ok end carries the source's last body") {
   auto r = streamed_result("s", reply_of(outcome_kind::ok, 200, "", "x/y"));
   CHECK(r.ok());
   CHECK(r.streamed);
@@ -88,6 +88,9 @@ TEST_CASE("call results: a streamed ok end carries no body") {
   CHECK(r.upstream_status == 200);
   CHECK(r.body.empty());
   CHECK(r.content_type.empty());
+  // A tool server's answer after the progress it streamed.
+  auto t = streamed_result("s", reply_of(outcome_kind::ok, 200, "{}", "x/y"));
+  CHECK(t.body == "{}");
 }
 
 TEST_CASE("call results: a failure after the first chunk is interrupted") {
