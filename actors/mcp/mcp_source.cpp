@@ -32,6 +32,20 @@ using json = nlohmann::json;
 using policy::outcome_kind;
 namespace pmcp = policy::mcp;
 
+policy::mcp::tool_hints tool_hints_of(const nlohmann::json& tool) {
+  auto a = tool.find("annotations");
+  auto flag = [&](const char* key) -> std::optional<bool> {
+    if (a == tool.end() || !a->is_object())
+      return std::nullopt;
+    auto f = a->find(key);
+    if (f == a->end() || !f->is_boolean())
+      return std::nullopt;
+    return f->get<bool>();
+  };
+  return pmcp::hints_of(flag("readOnlyHint"), flag("idempotentHint"),
+                        flag("destructiveHint"));
+}
+
 std::string_view to_string(mcp_server_view::state_kind x) noexcept {
   switch (x) {
   case mcp_server_view::state_kind::starting:
@@ -186,21 +200,11 @@ pmcp::tool_hints hints_of_tool(const mcp_server_view& view,
   if (snap.tools)
     for (auto& t : *snap.tools) {
       auto n = t.find("name");
-      if (n == t.end() || !n->is_string() || n->get_ref<const std::string&>() != name)
-        continue;
-      auto a = t.find("annotations");
-      auto flag = [&](const char* key) -> std::optional<bool> {
-        if (a == t.end() || !a->is_object())
-          return std::nullopt;
-        auto f = a->find(key);
-        if (f == a->end() || !f->is_boolean())
-          return std::nullopt;
-        return f->get<bool>();
-      };
-      return pmcp::hints_of(flag("readOnlyHint"), flag("idempotentHint"),
-                            flag("destructiveHint"));
+      if (n != t.end() && n->is_string() &&
+          n->get_ref<const std::string&>() == name)
+        return tool_hints_of(t);
     }
-  return pmcp::hints_of(std::nullopt, std::nullopt, std::nullopt);
+  return tool_hints_of(json::object());
 }
 
 // Ends call `id` with `r` (nothing if it ended already).

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/messages/source.hpp"
+#include "sluice/runtime/policy/mcp/retry_safety.hpp"
 #include "sluice/runtime/policy/mcp/server_settings.hpp"
 
 namespace sluice {
@@ -78,6 +79,10 @@ private:
 };
 
 std::string_view to_string(mcp_server_view::state_kind x) noexcept;
+
+/// What a tool's `annotations` say of its effects (MCP's defaults where
+/// they say nothing, or the tool is no object).
+policy::mcp::tool_hints tool_hints_of(const nlohmann::json& tool);
 
 struct mcp_source {
   source_actor actor;

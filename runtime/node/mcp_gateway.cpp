@@ -105,18 +105,7 @@ void mcp_gateway::refresh_locked() {
         auto name = t.value("name", std::string{});
         policy::mcp::tool_entry e;
         e.name = name;
-        auto a = t.find("annotations");
-        auto flag = [&](const char* k) -> std::optional<bool> {
-          if (a == t.end() || !a->is_object())
-            return std::nullopt;
-          auto f = a->find(k);
-          if (f == a->end() || !f->is_boolean())
-            return std::nullopt;
-          return f->get<bool>();
-        };
-        e.hints = policy::mcp::hints_of(flag("readOnlyHint"),
-                                        flag("idempotentHint"),
-                                        flag("destructiveHint"));
+        e.hints = tool_hints_of(t);
         entries.push_back(std::move(e));
         defs.emplace(name, t);
       }

@@ -195,6 +195,40 @@ try {
       return `answered "${text(r)}" after ${calls} attempts`;
     });
 
+    await check('hostile JSON-RPC: clear errors, nothing breaks', async () => {
+      const post = async (body) => {
+        const r = await fetch(`http://127.0.0.1:${port}/mcp`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+            'mcp-session-id': transport.sessionId },
+          body,
+        });
+        const text = await r.text();
+        return { status: r.status, body: text ? JSON.parse(text) : null };
+      };
+      const seen = [];
+      const cases = [
+        ['{"jsonrpc":"2.0","id":1,"method":', 400, -32700],
+        ['[{"jsonrpc":"2.0","id":1,"method":"ping"}]', 400, -32600],
+        [`{"jsonrpc":"2.0","id":"${'x'.repeat(300)}","method":"ping"}`, 400, -32600],
+        ['{"jsonrpc":"1.0","id":1,"method":"ping"}', 400, -32600],
+        [Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), 400, -32700],
+        ['{"jsonrpc":"2.0","id":7,"method":"resources/list"}', 200, -32601],
+        ['{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":5}}', 200, -32602],
+      ];
+      for (const [body, status, code] of cases) {
+        const r = await post(body);
+        expect(r.status === status && r.body?.error?.code === code,
+          `${String(body).slice(0, 40)}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+        seen.push(`${r.status}/${r.body.error.code}`);
+      }
+      const g = await fetch(`http://127.0.0.1:${port}/mcp`, { headers: { accept: 'text/event-stream' } });
+      expect(g.status === 405, `GET: ${g.status}`);
+      const e = await client.callTool({ name: 'everything_echo', arguments: { message: 'still here' } });
+      expect(text(e).includes('still here'), 'the gateway did not answer after them');
+      return `${seen.join(', ')}, GET 405`;
+    });
+
     await check('the session ends with DELETE', async () => {
       await transport.terminateSession();
       const r = await fetch(`http://127.0.0.1:${port}/mcp`, {
