@@ -248,9 +248,20 @@ try {
 } finally {
   const exit = await node.stop();
   const left = logLines().filter((l) => l.startsWith('started ')).map((l) => Number(l.split(' ')[1]));
-  let alive = 0;
-  for (const pid of left) {
-    try { process.kill(pid, 0); alive++; } catch { /* gone */ }
+  // Running: exists and is no zombie (a child that exited after the node
+  // did is reparented, and this machine's init may never reap it).
+  const running = (pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+    } catch {
+      return false;
+    }
+  };
+  let alive = left.filter(running).length;
+  for (let i = 0; i < 50 && alive > 0; i++) {
+    await sleep(100);
+    alive = left.filter(running).length;
   }
   await check('the node stopped and left no server running', async () => {
     expect(alive === 0, `${alive} of ${left.length} test servers still running`);
