@@ -123,6 +123,9 @@ int check_config(const std::string& path,
     sluice::check_front_settings(cfg.node);
     for (auto& s : cfg.sources)
       s.remote.connect = false;
+    // Checked as read; a check starts no tool server (no child, no session).
+    cfg.mcp.servers.clear();
+    cfg.mcp.settings.clear();
     caf::actor_system_config caf_cfg;
     configure_actors(caf_cfg, cfg);
     caf::actor_system sys{caf_cfg};

@@ -173,8 +173,12 @@ runtime::~runtime() {
   // loops: wait until each source has stopped (on its way out it posts the
   // close of its clients to their loops, which still run), so they do not
   // wait for the loops' own destruction. Not on a loop's thread (it would
-  // wait for itself), and never under CAF's testing scheduler.
-  if (loop_scheduler::of(sys_) != nullptr && !ours.empty()) {
+  // wait for itself), and never under CAF's testing scheduler. MCP servers'
+  // sources are waited for on any scheduler: each ends its server (a
+  // child's SIGTERM, then SIGKILL) on its way out, and a node that exited
+  // first would leave the child running.
+  bool has_mcp = !mcp_servers_.empty();
+  if ((loop_scheduler::of(sys_) != nullptr || has_mcp) && !ours.empty()) {
     assert_not_on_loop("~runtime (waits for its sources to stop)");
     if (on_loop_thread())
       return;

@@ -177,7 +177,7 @@ runtime::add_mcp_server(const mcp_server_settings& server,
   auto key = "mcp.servers." + server.name;
   with_key_prefix(key, [&] { validate(server); });
   auto name = "mcp:" + server.name;
-  auto s = spawn_mcp_stdio_source(sys_, server);
+  auto s = spawn_mcp_source(sys_, server);
   try {
     // Self-timed: it answers `timeout` itself (idle and call timeouts) and
     // drops an attempt on `cancel_atom`, telling the server.

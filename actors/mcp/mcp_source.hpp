@@ -1,8 +1,9 @@
 #pragma once
 
 // One upstream MCP server as a source (SPEC §13): the node's `tools/call`s
-// for it are attempts, governed like any call. Today: a stdio child the
-// source starts, restarts with backoff and ends.
+// for it are attempts, governed like any call. The server is a stdio child
+// the source starts, restarts with backoff and ends, or a Streamable HTTP
+// endpoint (actors/mcp/channel.hpp: one actor for both).
 
 #include <sys/types.h>
 
@@ -92,26 +93,35 @@ struct mcp_source {
 /// Throws `std::invalid_argument` naming the field of a nonsense setting.
 void validate(const mcp_server_settings& cfg);
 
-/// Spawns the source of an MCP server run as a stdio child. It starts the
-/// server at once (and again, with backoff, each time it exits), answers
-/// its `initialize`, lists its tools (again on `tools/list_changed`), and
-/// answers pings; it refuses the server's other requests (sampling,
-/// elicitation, roots: not relayed yet).
+/// Spawns the source of an MCP server: a child it starts (`transport`
+/// stdio) or a Streamable HTTP endpoint (`http`). It starts the server at
+/// once (and again, with backoff, each time it is gone: the child exited,
+/// the HTTP session ended), answers its `initialize`, lists its tools
+/// (again on `tools/list_changed`), and answers pings; it refuses the
+/// server's other requests (sampling, elicitation, roots: not relayed yet).
 ///
 /// An attempt's payload is the `params` of a `tools/call` (the server's own
 /// tool name). Its reply: `ok` with the JSON-RPC `result` (a tool result
 /// with `isError` included: that is the tool's answer); `permanent` with the
-/// JSON-RPC `error` object for an error other than an internal one;
-/// `transient` for an internal error (-32603), a server that exited or was
-/// not ready; `timeout` for a call silent past `idle_timeout` (no answer,
-/// no progress) or longer than `call_timeout` or the attempt's own timeout.
-/// A failure after the request was written is `unsafe_to_retry` unless the
-/// tool says `readOnlyHint` or `idempotentHint` (policy::mcp::may_retry).
+/// JSON-RPC `error` object for an error other than an internal one (and
+/// for an HTTP 4xx refusal); `transient` for an internal error (-32603), a
+/// server that is gone or not ready, an HTTP 5xx, 429 or 503, a transport
+/// failure; `timeout` for a call silent past `idle_timeout` (no answer, no
+/// progress) or longer than `call_timeout` or the attempt's own timeout.
+/// A failure after the request reached the server (or may have) is
+/// `unsafe_to_retry` unless the tool says `readOnlyHint` or
+/// `idempotentHint` (policy::mcp::may_retry).
 /// Progress notifications for the call are counted as progress; when the
 /// call carried its client's `progressToken`, each is passed on to
 /// `stream_to` as the notification's JSON text. A requester that
 /// terminates or sends `cancel_atom` cancels its attempts: the server gets
 /// `notifications/cancelled` with its request id.
+///
+/// Its end (the actor's) stops the server and waits for that, at most
+/// `stop_grace` and a second.
+mcp_source spawn_mcp_source(caf::actor_system& sys, mcp_server_settings cfg);
+
+/// `spawn_mcp_source` of a stdio server.
 mcp_source spawn_mcp_stdio_source(caf::actor_system& sys,
                                   mcp_server_settings cfg);
 

@@ -68,11 +68,11 @@ environment(const std::vector<std::pair<std::string, std::string>>& extra) {
 } // namespace
 
 stdio_child::stdio_child(net::io_context& loop, handlers h, size_t max_line)
-    : in_(loop)
+    : channel(std::move(h))
+    , in_(loop)
     , out_(loop)
     , err_(loop)
     , timer_(loop)
-    , h_(std::move(h))
     , max_line_(max_line)
     , out_lines_(max_line) {
   // nop
@@ -159,6 +159,24 @@ stdio_child::spawn(net::io_context& loop, const child_command& cmd,
   return child;
 }
 
+std::string exit_words(int status) {
+  if (status >= 0 && WIFEXITED(status))
+    return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (status >= 0 && WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exited";
+}
+
+void stdio_child::send(uint64_t, std::string text, send_done done, duration) {
+  if (!write(std::move(text)) && done) {
+    send_outcome out;
+    out.ok = false;
+    out.delivery = policy::mcp::delivery::not_sent;
+    out.reason = "not sent: its input is full or closed";
+    done(std::move(out));
+  }
+}
+
 bool stdio_child::write(std::string line) {
   if (!in_.is_open() || stopping_ || gone_)
     return false;
@@ -211,8 +229,8 @@ void stdio_child::read_out() {
         }
         self->out_lines_.feed(std::string_view{self->out_chunk_, n},
                               [&](std::string_view line) {
-                                if (self->h_.line)
-                                  self->h_.line(line);
+                                if (self->h_.message)
+                                  self->h_.message(line);
                               });
         while (self->dropped_seen_ < self->out_lines_.dropped_lines()) {
           ++self->dropped_seen_;
@@ -282,11 +300,7 @@ bool stdio_child::reaped() {
   timer_.cancel();
   queue_.clear();
   queued_bytes_ = 0;
-  if (h_.exited) {
-    auto exited = std::move(h_.exited);
-    h_ = {};
-    exited(status);
-  }
+  end(exit_words(status));
   return true;
 }
 

@@ -21,6 +21,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "sluice/actors/mcp/channel.hpp"
 #include "sluice/actors/mcp/jsonrpc.hpp"
 
 namespace sluice::mcp {
@@ -42,19 +43,17 @@ constexpr size_t max_child_queued_bytes = 8u << 20;
 /// The longest stderr line passed on (the rest of it is cut).
 constexpr size_t max_child_log_line = 1024;
 
-class stdio_child : public std::enable_shared_from_this<stdio_child> {
+/// How a reaped child ended, in words ("exited with status 3", "killed by
+/// signal 9"), from waitpid's status (-1: not known).
+std::string exit_words(int wait_status);
+
+/// The channel of a stdio server: `message` is one line of its stdout
+/// (without its newline), `log_line` one line of its stderr (cut to
+/// `max_child_log_line`), `dropped` a stdout line over the limit (dropped
+/// whole), `gone` its exit once it is reaped (`exit_words`).
+class stdio_child : public channel,
+                    public std::enable_shared_from_this<stdio_child> {
 public:
-  /// Called on the loop. `line`: one line of stdout, without its newline.
-  /// `log_line`: one line of stderr, cut to `max_child_log_line`.
-  /// `dropped`: a stdout line longer than the limit was dropped whole.
-  /// `exited`: once, when the process is gone and reaped (`wait_status` as
-  /// waitpid gives it; -1: not known).
-  struct handlers {
-    std::function<void(std::string_view)> line;
-    std::function<void(std::string_view)> log_line;
-    std::function<void()> dropped;
-    std::function<void(int wait_status)> exited;
-  };
 
   /// Starts the process, in a process group of its own, with pipes for its
   /// three streams. Throws `std::system_error` when it cannot (no such
@@ -64,7 +63,7 @@ public:
   spawn(boost::asio::io_context& loop, const child_command& cmd, handlers h,
         size_t max_line_bytes);
 
-  ~stdio_child();
+  ~stdio_child() override;
 
   stdio_child(const stdio_child&) = delete;
   stdio_child& operator=(const stdio_child&) = delete;
@@ -74,12 +73,16 @@ public:
   /// On the loop.
   bool write(std::string line);
 
-  /// Ends it: stdin closed, SIGTERM to its group, SIGKILL `grace` later if
-  /// it is still there. `exited` follows once it is reaped. Idempotent. On
-  /// the loop.
-  void stop(std::chrono::milliseconds grace);
+  /// `write`; `done` hears of it only when the line was refused.
+  void send(uint64_t id, std::string text, send_done done,
+            duration timeout = duration::zero()) override;
 
-  pid_t pid() const noexcept { return pid_; }
+  /// Ends it: stdin closed, SIGTERM to its group, SIGKILL `grace` later if
+  /// it is still there. `gone` follows once it is reaped. Idempotent. On
+  /// the loop.
+  void stop(std::chrono::milliseconds grace) override;
+
+  pid_t pid() const noexcept override { return pid_; }
 
   /// Bytes queued for its stdin now.
   size_t queued_bytes() const noexcept { return queued_bytes_; }
@@ -100,7 +103,6 @@ private:
 
   boost::asio::posix::stream_descriptor in_, out_, err_;
   boost::asio::steady_timer timer_;
-  handlers h_;
   size_t max_line_;
   pid_t pid_ = -1;
   bool gone_ = false;

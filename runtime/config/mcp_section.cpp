@@ -30,17 +30,8 @@ std::string plain_string(table_reader& r, const toml::node& v,
   return *s;
 }
 
-mcp_server_settings read_server(const std::string& name, const toml::table& t,
-                                source_settings& settings) {
-  table_reader r{t, "mcp.servers." + name};
-  mcp_server_settings s;
-  s.name = name;
-  auto transport = r.string("transport").value_or("stdio");
-  if (transport == "http")
-    r.fail("transport", "Streamable HTTP upstreams are not supported yet; "
-                        "use \"stdio\"");
-  if (transport != "stdio")
-    r.fail("transport", "must be \"stdio\"");
+template <class Secret>
+void read_stdio(table_reader& r, mcp_server_settings& s, Secret secret) {
   auto command = r.string("command");
   if (!command || command->empty())
     r.fail("command", "missing; the program that runs the server, e.g. "
@@ -62,20 +53,70 @@ mcp_server_settings read_server(const std::string& name, const toml::table& t,
         er.fail(var, "a variable name has no '=' and is not empty");
       auto value = plain_string(er, v, var);
       er.get(var);
-      // A secret by reference, as a key's: env:VAR or file:PATH.
-      if (value.rfind("env:", 0) == 0 || value.rfind("file:", 0) == 0) {
-        try {
-          value = read_secret(value);
-        } catch (const std::invalid_argument& ex) {
-          er.fail(var, ex.what(), &v);
-        }
-      }
-      s.env.emplace_back(std::move(var), std::move(value));
+      s.env.emplace_back(std::move(var), secret(er, v, var, std::move(value)));
     }
     er.done();
   }
   if (auto c = r.string("cwd"))
     s.cwd = *c;
+}
+
+mcp_server_settings read_server(const std::string& name, const toml::table& t,
+                                source_settings& settings) {
+  table_reader r{t, "mcp.servers." + name};
+  mcp_server_settings s;
+  s.name = name;
+  auto transport = r.string("transport").value_or("stdio");
+  if (transport == "http")
+    s.transport = mcp_transport::http;
+  else if (transport != "stdio")
+    r.fail("transport", "must be \"stdio\" (a child the node starts) or "
+                        "\"http\" (Streamable HTTP at url)");
+  // A value `env:VAR` or `file:PATH`, read now (a secret, as a key's).
+  auto secret = [](table_reader& tr, const toml::node& v, std::string_view key,
+                   std::string value) {
+    if (value.rfind("env:", 0) == 0 || value.rfind("file:", 0) == 0) {
+      try {
+        return read_secret(value);
+      } catch (const std::invalid_argument& ex) {
+        tr.fail(key, ex.what(), &v);
+      }
+    }
+    return value;
+  };
+  if (s.transport == mcp_transport::http) {
+    auto url = r.string("url");
+    if (!url || url->empty())
+      r.fail("url", "missing; the server's MCP endpoint, e.g. "
+                    "\"http://127.0.0.1:3001/mcp\"");
+    s.url = *url;
+    if (auto h = r.table("headers")) {
+      table_reader hr{*h, r.prefix() + ".headers"};
+      if (h->size() > 32)
+        r.fail("headers", "at most 32 headers");
+      for (auto&& [k, v] : *h) {
+        std::string name{k.str()};
+        auto value = plain_string(hr, v, name);
+        hr.get(name);
+        s.headers.emplace_back(name, secret(hr, v, name, std::move(value)));
+      }
+      hr.done();
+    }
+    if (auto tls = r.table("tls")) {
+      table_reader tr{*tls, r.prefix() + ".tls"};
+      read_tls(tr, s.tls.emplace());
+    }
+    if (auto x = r.span("connect_timeout_s", 1.0))
+      s.connect_timeout = *x;
+    for (auto* stdio_only : {"command", "args", "env", "cwd"})
+      if (r.get(stdio_only))
+        r.fail(stdio_only, "only for transport = \"stdio\"");
+  } else {
+    for (auto* http_only : {"url", "headers", "tls", "connect_timeout_s"})
+      if (r.get(http_only))
+        r.fail(http_only, "only for transport = \"http\"");
+    read_stdio(r, s, secret);
+  }
   if (auto p = r.string("prefix")) {
     if (!policy::mcp::valid_prefix(*p))
       r.fail("prefix", "0 to 64 letters, digits, '_', '-' or '.'");
@@ -95,6 +136,7 @@ mcp_server_settings read_server(const std::string& name, const toml::table& t,
   span("call_timeout_s", s.call_timeout);
   span("restart_backoff_s", s.restart_backoff);
   span("restart_backoff_max_s", s.restart_backoff_max);
+  span("stop_grace_s", s.stop_grace);
   if (auto x = r.count("max_message_bytes"))
     s.max_message_bytes = *x;
   if (auto b = r.table("breaker")) {

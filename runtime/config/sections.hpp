@@ -50,6 +50,9 @@ void read_kind(table_reader& r, policy::call_policy& p);
 /// `[mcp.servers.NAME]`'s).
 void read_breaker(table_reader& r, policy::breaker_config& b);
 void read_aimd(table_reader& r, policy::aimd_config& a);
+/// A `tls` table of an https:// upstream (an http source's, an MCP
+/// server's): its files are checked as read.
+void read_tls(table_reader& r, http_tls_config& tls);
 /// `[mcp]` and its `[mcp.servers.NAME]` tables.
 void read_mcp(table_reader& r, mcp_settings& m);
 /// `[sources.NAME]`, simulated or HTTP, with its breaker, AIMD, quota,

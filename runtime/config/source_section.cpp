@@ -80,6 +80,20 @@ void read_aimd(table_reader& r, policy::aimd_config& a) {
   r.checked([&] { validate(a); });
 }
 
+// `[sources.NAME.tls]` of an https:// source. The files are checked here,
+// so a bad one is named with its key and line (the source's own check
+// repeats it for services that build the config in code).
+void read_tls(table_reader& r, http_tls_config& tls) {
+  read_fields(r, tls,
+              {text_field<&http_tls_config::ca_file>("ca_file"),
+               text_field<&http_tls_config::client_cert>("client_cert"),
+               text_field<&http_tls_config::client_key>("client_key"),
+               text_field<&http_tls_config::server_name>("server_name"),
+               flag_field<&http_tls_config::verify>("verify")});
+  r.done();
+  r.checked([&] { validate(tls); });
+}
+
 namespace {
 
 void read_quota(table_reader& r, policy::quota_config& q) {
@@ -108,20 +122,6 @@ void read_phase(table_reader& r, sim_phase& p) {
   if (p.latency_max < p.latency_min && !r.get("latency_max_ms"))
     p.latency_max = p.latency_min; // only the minimum given
   r.done();
-}
-
-// `[sources.NAME.tls]` of an https:// source. The files are checked here,
-// so a bad one is named with its key and line (the source's own check
-// repeats it for services that build the config in code).
-void read_tls(table_reader& r, http_tls_config& tls) {
-  read_fields(r, tls,
-              {text_field<&http_tls_config::ca_file>("ca_file"),
-               text_field<&http_tls_config::client_cert>("client_cert"),
-               text_field<&http_tls_config::client_key>("client_key"),
-               text_field<&http_tls_config::server_name>("server_name"),
-               flag_field<&http_tls_config::verify>("verify")});
-  r.done();
-  r.checked([&] { validate(tls); });
 }
 
 // `[sources.NAME.statuses]` of an http source: statuses moved to another

@@ -22,4 +22,28 @@ bool may_retry(delivery how_far, const tool_hints& hints) noexcept {
   return false;
 }
 
+http_status_verdict classify_http_status(int status, bool had_session,
+                                         bool about_session) noexcept {
+  http_status_verdict v;
+  if (status >= 200 && status < 300)
+    return v;
+  v.ok = false;
+  if (status == 429 || status == 503) {
+    v.how_far = delivery::not_sent;
+  } else if (status == 404 ||
+             (status == 400 && had_session && about_session)) {
+    v.how_far = delivery::not_sent;
+    v.session_gone = had_session;
+  } else if (status == 408) {
+    v.how_far = delivery::unknown;
+    v.kind = outcome_kind::timeout;
+  } else if (status >= 400 && status < 500) {
+    v.how_far = delivery::not_sent;
+    v.kind = outcome_kind::permanent;
+  } else {
+    v.how_far = delivery::unknown;
+  }
+  return v;
+}
+
 } // namespace sluice::policy::mcp

@@ -7,6 +7,8 @@
 
 #include <optional>
 
+#include "sluice/runtime/policy/outcome.hpp"
+
 namespace sluice::policy::mcp {
 
 /// How far a `tools/call` got towards its server.
@@ -56,5 +58,33 @@ tool_hints hints_of(std::optional<bool> read_only,
 /// again: always when it was never sent, otherwise only to a read-only or
 /// idempotent tool.
 bool may_retry(delivery how_far, const tool_hints& hints) noexcept;
+
+/// What a Streamable HTTP server's status says of a message POSTed to it
+/// when no JSON-RPC answer came with it (SPEC §13: HTTP 5xx count as
+/// failures; admission at the upstream means it was never sent).
+struct http_status_verdict {
+  /// Not a failure (2xx).
+  bool ok = true;
+  delivery how_far = delivery::sent;
+  /// How the call waiting for it fails: `transient` counts against the
+  /// server's breaker, `permanent` (a refusal of this request, or of the
+  /// gateway's credentials) does not.
+  outcome_kind kind = outcome_kind::transient;
+  /// The server no longer knows the session (404 to a request that carried
+  /// one): the gateway starts a new one.
+  bool session_gone = false;
+};
+
+/// 2xx: ok. 429 and 503: its admission turned the request away (not sent).
+/// 404 with a session: the session is gone (not sent); without one, no
+/// server at that path (not sent, transient). A 400 to a request with a
+/// session whose error speaks of the session (`about_session`: the
+/// reference server answers a session it lost so, not with 404): the
+/// session is gone too. 408: timeout, delivery unknown. 401, 403, 400 and
+/// the other 4xx: a refusal before any tool ran (not sent, permanent).
+/// Other statuses (5xx, and anything else): the server may have begun the
+/// call (unknown), transient.
+http_status_verdict classify_http_status(int status, bool had_session,
+                                         bool about_session = false) noexcept;
 
 } // namespace sluice::policy::mcp

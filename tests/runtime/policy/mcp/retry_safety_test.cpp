@@ -105,3 +105,60 @@ TEST_CASE("mcp retry_safety: hints_of applies MCP's defaults to absent "
   CHECK(
       may_retry(delivery::unknown, hints_of(true, std::nullopt, std::nullopt)));
 }
+
+TEST_CASE("mcp retry_safety: a Streamable HTTP server's status, case by "
+          "case") {
+  using sluice::policy::outcome_kind;
+  struct status_case {
+    int status;
+    bool had_session;
+    bool ok;
+    delivery how_far;
+    outcome_kind kind;
+    bool session_gone;
+  };
+  const status_case cases[] = {
+      {200, true, true, delivery::sent, outcome_kind::transient, false},
+      {202, false, true, delivery::sent, outcome_kind::transient, false},
+      // Admission at the upstream: never sent, so even a tool with effects
+      // may be tried again.
+      {429, true, false, delivery::not_sent, outcome_kind::transient, false},
+      {503, true, false, delivery::not_sent, outcome_kind::transient, false},
+      // A session the server forgot: a new one is started.
+      {404, true, false, delivery::not_sent, outcome_kind::transient, true},
+      {404, false, false, delivery::not_sent, outcome_kind::transient, false},
+      {408, true, false, delivery::unknown, outcome_kind::timeout, false},
+      // Refusals before any tool ran: the client's error, not the server's.
+      {400, true, false, delivery::not_sent, outcome_kind::permanent, false},
+      {401, true, false, delivery::not_sent, outcome_kind::permanent, false},
+      {403, false, false, delivery::not_sent, outcome_kind::permanent, false},
+      {415, true, false, delivery::not_sent, outcome_kind::permanent, false},
+      // The server failing: it may have begun the call.
+      {500, true, false, delivery::unknown, outcome_kind::transient, false},
+      {502, true, false, delivery::unknown, outcome_kind::transient, false},
+      {504, true, false, delivery::unknown, outcome_kind::transient, false},
+      {302, true, false, delivery::unknown, outcome_kind::transient, false},
+  };
+  for (auto& c : cases) {
+    CAPTURE(c.status, c.had_session);
+    auto v = classify_http_status(c.status, c.had_session);
+    CHECK(v.ok == c.ok);
+    if (c.ok)
+      continue;
+    CHECK(v.how_far == c.how_far);
+    CHECK(v.kind == c.kind);
+    CHECK(v.session_gone == c.session_gone);
+  }
+  // The reference server answers a session it lost with 400 "No valid
+  // session ID": gone too, but only with a session and such words.
+  auto lost = classify_http_status(400, true, true);
+  CHECK((!lost.ok && lost.session_gone &&
+         lost.how_far == delivery::not_sent &&
+         lost.kind == outcome_kind::transient));
+  CHECK_FALSE(classify_http_status(400, false, true).session_gone);
+  CHECK(classify_http_status(400, false, true).kind == outcome_kind::permanent);
+  CHECK_FALSE(classify_http_status(400, true, false).session_gone);
+  // What it means for a tool with effects: retried only when not sent.
+  CHECK(may_retry(classify_http_status(429, true).how_far, tool_hints{}));
+  CHECK_FALSE(may_retry(classify_http_status(500, true).how_far, tool_hints{}));
+}

@@ -1,0 +1,446 @@
+// The life of an MCP server behind its source: started over its channel (a
+// child, or Streamable HTTP), initialized, its tools listed, what it says
+// read, and started again with backoff when it is gone.
+
+#include <algorithm>
+#include <charconv>
+#include <future>
+
+#include <boost/asio/post.hpp>
+
+#include "sluice/actors/log.hpp"
+#include "sluice/actors/mcp/http_channel.hpp"
+#include "sluice/actors/mcp/mcp_source_state.hpp"
+#include "sluice/actors/mcp/stdio_child.hpp"
+#include "sluice/runtime/policy/mcp/protocol_version.hpp"
+
+namespace sluice::mcp_detail {
+
+namespace pmcp = policy::mcp;
+using policy::outcome_kind;
+
+namespace {
+
+/// The most tools/list pages read in one listing (a server whose cursor
+/// never ends is not followed for ever).
+constexpr size_t max_tool_pages = 64;
+
+/// The most tools kept of one server.
+constexpr size_t max_server_tools = 4096;
+
+std::chrono::milliseconds as_ms(duration d) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(d);
+}
+
+// Stops the current channel; its `gone` follows (and a start after it).
+void stop_link(mcp_actor* self, duration grace) {
+  auto& st = self->state;
+  if (st.link && st.io)
+    boost::asio::post(st.io->loop(),
+                      [c = st.link, g = as_ms(grace)] { c->stop(g); });
+}
+
+void request_internal(mcp_actor* self, internal_kind kind,
+                      const std::string& method, const json& params) {
+  auto& st = self->state;
+  auto id = st.next_id++;
+  st.internal.emplace(id, kind);
+  send_text(
+      self, mcp::request_text(std::to_string(id), method, params),
+      [id, method](mcp_actor* self, mcp::send_outcome out) {
+        auto& st = self->state;
+        auto i = st.internal.find(id);
+        if (i == st.internal.end())
+          return; // answered (before its exchange ended)
+        if (out.ok)
+          out.reason = "its exchange ended without an answer";
+        auto kind = i->second;
+        st.internal.erase(i);
+        log_limited(server_log_limit(), spdlog::level::warn,
+                    "mcp server {}: {} failed: {}", st.cfg.name, method,
+                    out.reason);
+        if (kind == internal_kind::initialize)
+          stop_link(self, std::chrono::milliseconds{500});
+        else {
+          st.listing.clear();
+          st.pages = 0;
+        }
+      },
+      st.cfg.init_timeout);
+}
+
+void list_tools(mcp_actor* self, const std::string& cursor) {
+  json params = json::object();
+  if (!cursor.empty())
+    params["cursor"] = cursor;
+  request_internal(self, internal_kind::tools_list, "tools/list", params);
+}
+
+// The server is gone (or never started): every call it had fails, and it
+// is started again after a backoff.
+void on_gone(mcp_actor* self, const std::string& how) {
+  auto& st = self->state;
+  st.ready = false;
+  st.link.reset();
+  ++st.gen; // what the old channel still says is stale
+  if (!st.ever_ready_this_gen)
+    ++st.failed_starts;
+  else
+    st.failed_starts = 1;
+  st.ever_ready_this_gen = false;
+  st.internal.clear();
+  st.listing.clear();
+  st.pages = 0;
+  st.view->update([&](mcp_server_view::snapshot& s) {
+    s.state = mcp_server_view::state_kind::down;
+    s.pid = -1;
+    s.last_exit = how;
+  });
+  log_limited(server_log_limit(), spdlog::level::warn,
+              "mcp server {}: {}; starting it again", st.cfg.name, how);
+  // Calls written to it fail (retried only where safe); those still
+  // waiting wait for the next start (their deadlines still run).
+  auto why = st.cfg.transport == mcp_transport::stdio ? "server exited"
+                                                      : "server session ended";
+  for (auto id : st.calls.ids())
+    if (auto* p = st.calls.find(id); p && p->written)
+      fail_call(self, id, outcome_kind::transient, mcp::internal_error,
+                "server " + st.cfg.name + " " + how, why);
+  auto n = std::min<uint32_t>(st.failed_starts, 30);
+  auto delay = st.cfg.restart_backoff;
+  for (uint32_t i = 1; i < n && delay < st.cfg.restart_backoff_max; ++i)
+    delay *= 2;
+  delay = std::min(delay, st.cfg.restart_backoff_max);
+  auto gen = st.gen;
+  self->delayed_send(self, delay, actor_thunk{[gen](caf::local_actor* a) {
+    auto* self = static_cast<mcp_actor*>(a);
+    if (self->state.gen != gen || self->state.link)
+      return;
+    self->state.view->update([](auto& s) { ++s.restarts; });
+    start_server(self);
+  }});
+}
+
+void on_message(mcp_actor* self, const mcp::message& m);
+
+// The channel's handlers, each handing its news to the actor if it is
+// still about this start.
+mcp::channel::handlers link_handlers(mcp_actor* self) {
+  auto gen = self->state.gen;
+  weak_self<mcp_actor> me{self};
+  mcp::channel::handlers h;
+  h.message = [me, gen](std::string_view text) {
+    back_to(me, [gen, text = std::string{text}](mcp_actor* self) {
+      auto& st = self->state;
+      if (st.gen != gen)
+        return;
+      auto read = mcp::read_message(text);
+      if (auto* err = std::get_if<mcp::read_error>(&read)) {
+        ++st.view->bad_lines;
+        log_limited(server_log_limit(), spdlog::level::warn,
+                    "mcp server {}: a message that is no JSON-RPC message: "
+                    "{}",
+                    st.cfg.name, err->message);
+        return;
+      }
+      on_message(self, std::get<mcp::message>(read));
+    });
+  };
+  h.log_line = [name = self->state.cfg.name](std::string_view line) {
+    static log_limit lim{20};
+    log_limited(lim, spdlog::level::info, "mcp server {} says: {}", name,
+                line);
+  };
+  h.dropped = [me, gen] {
+    back_to(me, [gen](mcp_actor* self) {
+      if (self->state.gen != gen)
+        return;
+      ++self->state.view->bad_lines;
+      log_limited(server_log_limit(), spdlog::level::warn,
+                  "mcp server {}: a message over max_message_bytes ({}) "
+                  "dropped",
+                  self->state.cfg.name, self->state.cfg.max_message_bytes);
+    });
+  };
+  h.gone = [me, gen](std::string how) {
+    back_to(me, [gen, how = std::move(how)](mcp_actor* self) {
+      if (self->state.gen == gen)
+        on_gone(self, how);
+    });
+  };
+  return h;
+}
+
+std::shared_ptr<mcp::channel> make_link(mcp_actor* self,
+                                        mcp::channel::handlers h) {
+  auto& st = self->state;
+  if (st.cfg.transport == mcp_transport::http)
+    return mcp::http_channel::make(st.io->loop(), st.cfg, std::move(h));
+  mcp::child_command cmd{st.cfg.command, st.cfg.args, st.cfg.env, st.cfg.cwd};
+  return mcp::stdio_child::spawn(st.io->loop(), cmd, std::move(h),
+                                 st.cfg.max_message_bytes);
+}
+
+// -- what the server says -------------------------------------------------------
+
+void publish_tools(mcp_actor* self) {
+  auto& st = self->state;
+  auto tools = std::make_shared<const std::vector<json>>(std::move(st.listing));
+  st.listing.clear();
+  st.pages = 0;
+  st.view->update([&](mcp_server_view::snapshot& s) {
+    s.tools = tools;
+    ++s.tools_version;
+  });
+  if (st.relist) {
+    st.relist = false;
+    list_tools(self, "");
+  }
+}
+
+void on_ready(mcp_actor* self, const mcp::message& m) {
+  auto& st = self->state;
+  auto version = m.result.value("protocolVersion", std::string{});
+  st.ready = true;
+  st.ever_ready_this_gen = true;
+  st.view->update([&](mcp_server_view::snapshot& s) {
+    s.state = mcp_server_view::state_kind::ready;
+    s.protocol_version = version;
+    auto info = m.result.find("serverInfo");
+    s.server_info =
+        info != m.result.end() && info->is_object() ? *info : json{};
+  });
+  logger().info("mcp server {}: ready (protocol {})", st.cfg.name, version);
+  if (st.io && st.link)
+    boost::asio::post(st.io->loop(), [c = st.link, version] {
+      c->negotiated(version);
+    });
+  send_text(self,
+            mcp::notification_text("notifications/initialized",
+                                   json::object()),
+            nullptr, st.cfg.init_timeout);
+  if (st.io && st.link)
+    boost::asio::post(st.io->loop(), [c = st.link] { c->listen(); });
+  list_tools(self, "");
+  for (auto id : st.calls.ids()) // the calls that waited for it
+    write_call(self, id);
+}
+
+void on_internal_answer(mcp_actor* self, internal_kind kind,
+                        const mcp::message& m) {
+  auto& st = self->state;
+  bool ok = m.what == mcp::message::kind::response && m.result.is_object();
+  switch (kind) {
+  case internal_kind::initialize:
+    if (ok)
+      return on_ready(self, m);
+    log_limited(server_log_limit(), spdlog::level::err,
+                "mcp server {}: initialize failed: {}; stopping it",
+                st.cfg.name,
+                m.error.dump(-1, ' ', false, json::error_handler_t::replace));
+    return stop_link(self, std::chrono::milliseconds{500});
+  case internal_kind::tools_list: {
+    if (!ok) {
+      log_limited(server_log_limit(), spdlog::level::warn,
+                  "mcp server {}: tools/list failed", st.cfg.name);
+      st.listing.clear();
+      st.pages = 0;
+      return;
+    }
+    auto tools = m.result.find("tools");
+    if (tools != m.result.end() && tools->is_array())
+      for (auto& t : *tools)
+        if (t.is_object() && t.contains("name") && t["name"].is_string() &&
+            st.listing.size() < max_server_tools)
+          st.listing.push_back(t);
+    auto next = m.result.find("nextCursor");
+    if (next != m.result.end() && next->is_string() &&
+        ++st.pages < max_tool_pages)
+      return list_tools(self, next->get<std::string>());
+    publish_tools(self);
+    return;
+  }
+  }
+}
+
+void on_message(mcp_actor* self, const mcp::message& m) {
+  auto& st = self->state;
+  using kind = mcp::message::kind;
+  if (m.what == kind::response || m.what == kind::error_response) {
+    uint64_t id = 0;
+    auto [end, ec] =
+        std::from_chars(m.id.data(), m.id.data() + m.id.size(), id);
+    if (ec != std::errc{} || end != m.id.data() + m.id.size()) {
+      ++st.view->bad_lines;
+      return;
+    }
+    if (auto i = st.internal.find(id); i != st.internal.end()) {
+      auto what = i->second;
+      st.internal.erase(i);
+      return on_internal_answer(self, what, m);
+    }
+    if (st.calls.find(id))
+      return on_call_answer(self, id, m);
+    ++st.view->bad_lines; // an answer to nothing (twice, or made up)
+    return;
+  }
+  if (m.what == kind::notification) {
+    if (m.method == "notifications/progress")
+      return on_progress(self, m);
+    if (m.method == "notifications/tools/list_changed") {
+      if (st.pages > 0 || !st.listing.empty())
+        st.relist = true;
+      else
+        list_tools(self, "");
+    }
+    return; // others (logging, resources) are not relayed yet
+  }
+  // A request from the server: ping is answered; sampling, elicitation and
+  // roots are not relayed to the client yet.
+  if (m.method == "ping")
+    return (void) send_text(self, mcp::result_response(m.id, json::object()),
+                            nullptr, st.cfg.init_timeout);
+  send_text(self,
+            mcp::error_response(m.id, mcp::method_not_found,
+                                "not supported by the gateway"),
+            nullptr, st.cfg.init_timeout);
+}
+
+} // namespace
+
+log_limit& server_log_limit() {
+  static log_limit lim{20};
+  return lim;
+}
+
+mcp_state::~mcp_state() {
+  if (!io)
+    return;
+  if (link) {
+    // Wait for the server's end (bounded): posted there, then joined.
+    std::promise<void> ended;
+    auto done = ended.get_future();
+    auto grace = as_ms(cfg.stop_grace);
+    boost::asio::post(io->loop(), [c = link, grace, &ended] {
+      c->replace_gone([&ended](std::string) { ended.set_value(); });
+      c->stop(grace);
+    });
+    done.wait_for(grace + std::chrono::seconds{1});
+    link.reset();
+    // The loop stops: what is still there is killed (a child's SIGKILL
+    // and reaping, in its destructor) with it.
+    io.reset();
+    return;
+  }
+  io.reset();
+}
+
+uint64_t send_text(mcp_actor* self, std::string text,
+                   std::function<void(mcp_actor*, mcp::send_outcome)> on_failed,
+                   duration timeout) {
+  auto& st = self->state;
+  if (!st.link || !st.io) {
+    if (on_failed) {
+      mcp::send_outcome out;
+      out.ok = false;
+      out.delivery = pmcp::delivery::not_sent;
+      out.reason = "not sent: the server is not running";
+      on_failed(self, std::move(out));
+    }
+    return 0;
+  }
+  weak_self<mcp_actor> me{self};
+  auto gen = st.gen;
+  mcp::send_done done;
+  if (on_failed)
+    done = [me, gen, on_failed](mcp::send_outcome out) {
+      back_to(me, [gen, on_failed, out = std::move(out)](mcp_actor* self) {
+        if (self->state.gen == gen)
+          on_failed(self, out);
+      });
+    };
+  auto id = st.next_exchange++;
+  boost::asio::post(st.io->loop(), [c = st.link, id, text = std::move(text),
+                                    done = std::move(done), timeout] {
+    try {
+      c->send(id, std::move(text), done, timeout);
+    } catch (const std::exception& e) {
+      if (done) {
+        mcp::send_outcome out;
+        out.ok = false;
+        out.delivery = pmcp::delivery::not_sent;
+        out.reason = std::string{"not sent: "} + e.what();
+        done(std::move(out));
+      }
+    }
+  });
+  return id;
+}
+
+void cancel_exchange(mcp_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (id == 0 || !st.link || !st.io)
+    return;
+  boost::asio::post(st.io->loop(), [c = st.link, id] { c->cancel(id); });
+}
+
+void start_server(mcp_actor* self) {
+  auto& st = self->state;
+  if (!st.io) {
+    try {
+      st.io = std::make_unique<upstream::io_thread>(self->system(),
+                                                    "mcp server " + st.cfg.name);
+      st.io->start();
+    } catch (const std::exception& e) {
+      st.io.reset();
+      on_gone(self, std::string{"cannot start its I/O thread: "} + e.what());
+      return;
+    }
+  }
+  try {
+    // Made on the loop (a child's reads start there), waited for here.
+    std::shared_ptr<mcp::channel> link;
+    std::exception_ptr failure;
+    std::promise<void> made;
+    auto h = link_handlers(self);
+    boost::asio::post(st.io->loop(), [&] {
+      try {
+        link = make_link(self, std::move(h));
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      made.set_value();
+    });
+    made.get_future().wait();
+    if (failure)
+      std::rethrow_exception(failure);
+    st.link = std::move(link);
+  } catch (const std::exception& e) {
+    on_gone(self, std::string{"cannot be started: "} + e.what());
+    return;
+  }
+  auto pid = st.link->pid();
+  st.view->update([&](mcp_server_view::snapshot& s) {
+    s.state = mcp_server_view::state_kind::starting;
+    s.pid = pid;
+  });
+  json params{{"protocolVersion", pmcp::supported_versions().front()},
+              {"capabilities", json::object()},
+              {"clientInfo", {{"name", "sluice"}, {"version", "0"}}}};
+  request_internal(self, internal_kind::initialize, "initialize", params);
+  auto gen = st.gen;
+  self->delayed_send(
+      self, st.cfg.init_timeout, actor_thunk{[gen](caf::local_actor* a) {
+        auto* self = static_cast<mcp_actor*>(a);
+        auto& st = self->state;
+        if (st.gen != gen || st.ready || !st.link)
+          return;
+        log_limited(server_log_limit(), spdlog::level::warn,
+                    "mcp server {}: no answer to initialize within "
+                    "init_timeout_s; stopping it",
+                    st.cfg.name);
+        stop_link(self, std::chrono::milliseconds{500});
+      }});
+}
+
+} // namespace sluice::mcp_detail

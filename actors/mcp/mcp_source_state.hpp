@@ -1,0 +1,126 @@
+#pragma once
+
+// The state of an MCP server's source actor, private to its two files:
+// mcp_source.cpp (the attempts: tool calls, their deadlines, cancelling)
+// and mcp_server_link.cpp (the server's life: starting it over its
+// channel, initialize, its tools, what it says, restarts).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sluice/actors/attempt_book.hpp"
+#include "sluice/actors/log.hpp"
+#include "sluice/actors/loops/back_to_actor.hpp"
+#include "sluice/actors/loops/io_thread.hpp"
+#include "sluice/actors/mcp/channel.hpp"
+#include "sluice/actors/mcp/jsonrpc.hpp"
+#include "sluice/actors/mcp/mcp_source.hpp"
+
+namespace sluice::mcp_detail {
+
+using json = nlohmann::json;
+
+// One tool call sent to the server.
+struct pending_call {
+  caf::response_promise promise;
+  caf::actor_addr requester;
+  caf::actor stream_to;
+  uint64_t stream_tag = 0;
+  /// The progressToken sent (JSON text), and whether it is the client's
+  /// (its notifications are passed on) or ours.
+  std::string token;
+  bool relay = false;
+  policy::mcp::tool_hints hints;
+  /// Written to the server (else it waits for the server to be ready, in
+  /// `line`), and the channel's exchange that carries it.
+  bool written = false;
+  uint64_t exchange = 0;
+  std::string line;
+  time_point sent{};
+  bool progressed = false;
+  std::optional<time_point> attempt_deadline;
+  time_point deadline{};
+};
+
+enum class internal_kind : uint8_t { initialize, tools_list };
+
+struct mcp_state {
+  mcp_server_settings cfg;
+  std::shared_ptr<mcp_server_view> view;
+  std::unique_ptr<upstream::io_thread> io;
+  /// Lives on the I/O loop: touched only by what is posted there.
+  std::shared_ptr<mcp::channel> link;
+  /// Which start of the server the I/O's messages belong to.
+  uint64_t gen = 0;
+  bool ready = false;
+  bool ever_ready_this_gen = false;
+  uint32_t failed_starts = 0;
+  uint64_t next_id = 1;
+  /// The number of the next exchange on the channel.
+  uint64_t next_exchange = 1;
+  attempt_book<pending_call> calls;
+  std::unordered_map<std::string, uint64_t> by_token;
+  std::unordered_map<uint64_t, internal_kind> internal;
+  std::vector<json> listing;
+  size_t pages = 0;
+  bool relist = false; // a list_changed came while listing
+
+  /// Stops the server (a child: SIGTERM, SIGKILL after `stop_grace`; HTTP:
+  /// its session DELETEd) and waits for that, at most `stop_grace` and a
+  /// second: the node's stop and a reload that removes it leave no server
+  /// behind.
+  ~mcp_state();
+
+  static inline const char* name = "sluice.mcp_source";
+};
+
+using mcp_actor = caf::stateful_actor<mcp_state>;
+
+log_limit& server_log_limit();
+
+// -- mcp_server_link.cpp ---------------------------------------------------------
+
+/// Starts the server (a child, or a channel to its URL) and initializes it.
+void start_server(mcp_actor* self);
+
+/// Sends `text` on the current channel; `on_end` (in the actor) hears how
+/// its exchange ended, after the answers it brought (never for a stale
+/// start; a stdio write only when it was refused). Returns the exchange's
+/// id.
+uint64_t send_text(mcp_actor* self, std::string text,
+                   std::function<void(mcp_actor*, mcp::send_outcome)> on_end,
+                   duration timeout = duration::zero());
+
+/// Drops exchange `id` of the current channel.
+void cancel_exchange(mcp_actor* self, uint64_t id);
+
+// -- mcp_source.cpp --------------------------------------------------------------
+
+/// Writes call `id` to the server (it was waiting for it to be ready).
+void write_call(mcp_actor* self, uint64_t id);
+
+/// Ends call `id` with `r` (nothing if it ended already).
+void end_call(mcp_actor* self, uint64_t id, source_reply r);
+
+/// A call failed: retried only if that is safe (SPEC §13), by how far it
+/// got (`how`, or by whether it was written when not given).
+void fail_call(mcp_actor* self, uint64_t id, policy::outcome_kind kind,
+               int code, const std::string& message, std::string reason,
+               std::optional<policy::mcp::delivery> how = std::nullopt);
+
+/// A JSON-RPC answer (result or error) to call `id`.
+void on_call_answer(mcp_actor* self, uint64_t id, const mcp::message& m);
+
+/// A progress notification from the server.
+void on_progress(mcp_actor* self, const mcp::message& m);
+
+} // namespace sluice::mcp_detail
