@@ -100,7 +100,8 @@ public:
     // nop
   }
 
-  /// Ends it (a child: stdin closed, SIGTERM, SIGKILL `grace` later; HTTP:
+  /// Ends it (a child: stdin closed, SIGTERM halfway through `grace`,
+  /// SIGKILL at its end; HTTP:
   /// every exchange closed, the session DELETEd within `grace`). `gone`
   /// follows. Idempotent.
   virtual void stop(std::chrono::milliseconds grace) = 0;

@@ -21,11 +21,11 @@ using policy::outcome_kind;
 
 namespace {
 
-/// The most tools/list pages read in one listing (a server whose cursor
+/// The most pages read in one listing (a server whose cursor
 /// never ends is not followed for ever).
 constexpr size_t max_tool_pages = 64;
 
-/// The most tools kept of one server.
+/// The most items kept of one server's list (tools, resources, ...).
 constexpr size_t max_server_tools = 4096;
 
 std::chrono::milliseconds as_ms(duration d) {
@@ -40,11 +40,29 @@ void stop_link(mcp_actor* self, duration grace) {
                       [c = st.link, g = as_ms(grace)] { c->stop(g); });
 }
 
-void request_internal(mcp_actor* self, internal_kind kind,
+// How each list is asked for and answered.
+struct list_method {
+  const char* method;
+  const char* field; // the result's array
+  const char* key;   // what each item must have, a string
+};
+
+constexpr std::array<list_method, list_kinds> list_methods{{
+    {"tools/list", "tools", "name"},
+    {"resources/list", "resources", "uri"},
+    {"resources/templates/list", "resourceTemplates", "uriTemplate"},
+    {"prompts/list", "prompts", "name"},
+}};
+
+const list_method& method_of(list_kind k) {
+  return list_methods[static_cast<size_t>(k)];
+}
+
+void request_internal(mcp_actor* self, internal_request what,
                       const std::string& method, const json& params) {
   auto& st = self->state;
   auto id = st.next_id++;
-  st.internal.emplace(id, kind);
+  st.internal.emplace(id, what);
   send_text(
       self, mcp::request_text(std::to_string(id), method, params),
       [id, method](mcp_actor* self, mcp::send_outcome out) {
@@ -54,26 +72,37 @@ void request_internal(mcp_actor* self, internal_kind kind,
           return; // answered (before its exchange ended)
         if (out.ok)
           out.reason = "its exchange ended without an answer";
-        auto kind = i->second;
+        auto what = i->second;
         st.internal.erase(i);
         log_limited(server_log_limit(), spdlog::level::warn,
                     "mcp server {}: {} failed: {}", st.cfg.name, method,
                     out.reason);
-        if (kind == internal_kind::initialize)
+        if (what.initialize)
           stop_link(self, std::chrono::milliseconds{500});
-        else {
-          st.listing.clear();
-          st.pages = 0;
-        }
+        else
+          st.lists[static_cast<size_t>(what.list)] = listing{};
       },
       st.cfg.init_timeout);
 }
 
-void list_tools(mcp_actor* self, const std::string& cursor) {
+// Asks for a page of list `k` (the first: a new listing, unless one runs,
+// which is then done again once it ends).
+void list(mcp_actor* self, list_kind k, const std::string& cursor = {}) {
+  auto& l = self->state.lists[static_cast<size_t>(k)];
+  if (cursor.empty()) {
+    if (l.busy) {
+      l.again = true;
+      return;
+    }
+    l = listing{};
+    l.busy = true;
+  }
   json params = json::object();
   if (!cursor.empty())
     params["cursor"] = cursor;
-  request_internal(self, internal_kind::tools_list, "tools/list", params);
+  internal_request what;
+  what.list = k;
+  request_internal(self, what, method_of(k).method, params);
 }
 
 // The server is gone (or never started): every call it had fails, and it
@@ -89,8 +118,7 @@ void on_gone(mcp_actor* self, const std::string& how) {
     st.failed_starts = 1;
   st.ever_ready_this_gen = false;
   st.internal.clear();
-  st.listing.clear();
-  st.pages = 0;
+  st.lists = {};
   st.view->update([&](mcp_server_view::snapshot& s) {
     s.state = mcp_server_view::state_kind::down;
     s.pid = -1;
@@ -183,19 +211,31 @@ std::shared_ptr<mcp::channel> make_link(mcp_actor* self,
 
 // -- what the server says -------------------------------------------------------
 
-void publish_tools(mcp_actor* self) {
+void publish(mcp_actor* self, list_kind k) {
   auto& st = self->state;
-  auto tools = std::make_shared<const std::vector<json>>(std::move(st.listing));
-  st.listing.clear();
-  st.pages = 0;
+  auto& l = st.lists[static_cast<size_t>(k)];
+  auto items = std::make_shared<const std::vector<json>>(std::move(l.items));
+  bool again = l.again;
+  l = listing{};
   st.view->update([&](mcp_server_view::snapshot& s) {
-    s.tools = tools;
+    switch (k) {
+    case list_kind::tools:
+      s.tools = items;
+      break;
+    case list_kind::resources:
+      s.resources = items;
+      break;
+    case list_kind::templates:
+      s.resource_templates = items;
+      break;
+    case list_kind::prompts:
+      s.prompts = items;
+      break;
+    }
     ++s.tools_version;
   });
-  if (st.relist) {
-    st.relist = false;
-    list_tools(self, "");
-  }
+  if (again)
+    list(self, k);
 }
 
 void on_ready(mcp_actor* self, const mcp::message& m) {
@@ -221,17 +261,27 @@ void on_ready(mcp_actor* self, const mcp::message& m) {
             nullptr, st.cfg.init_timeout);
   if (st.io && st.link)
     boost::asio::post(st.io->loop(), [c = st.link] { c->listen(); });
-  list_tools(self, "");
+  // Its tools always; resources and prompts if it says it has them.
+  list(self, list_kind::tools);
+  auto caps = m.result.find("capabilities");
+  auto has = [&](const char* what) {
+    return caps != m.result.end() && caps->is_object() && caps->contains(what);
+  };
+  if (has("resources")) {
+    list(self, list_kind::resources);
+    list(self, list_kind::templates);
+  }
+  if (has("prompts"))
+    list(self, list_kind::prompts);
   for (auto id : st.calls.ids()) // the calls that waited for it
     write_call(self, id);
 }
 
-void on_internal_answer(mcp_actor* self, internal_kind kind,
+void on_internal_answer(mcp_actor* self, internal_request what,
                         const mcp::message& m) {
   auto& st = self->state;
   bool ok = m.what == mcp::message::kind::response && m.result.is_object();
-  switch (kind) {
-  case internal_kind::initialize:
+  if (what.initialize) {
     if (ok)
       return on_ready(self, m);
     log_limited(server_log_limit(), spdlog::level::err,
@@ -239,28 +289,30 @@ void on_internal_answer(mcp_actor* self, internal_kind kind,
                 st.cfg.name,
                 m.error.dump(-1, ' ', false, json::error_handler_t::replace));
     return stop_link(self, std::chrono::milliseconds{500});
-  case internal_kind::tools_list: {
-    if (!ok) {
-      log_limited(server_log_limit(), spdlog::level::warn,
-                  "mcp server {}: tools/list failed", st.cfg.name);
-      st.listing.clear();
-      st.pages = 0;
-      return;
-    }
-    auto tools = m.result.find("tools");
-    if (tools != m.result.end() && tools->is_array())
-      for (auto& t : *tools)
-        if (t.is_object() && t.contains("name") && t["name"].is_string() &&
-            st.listing.size() < max_server_tools)
-          st.listing.push_back(t);
-    auto next = m.result.find("nextCursor");
-    if (next != m.result.end() && next->is_string() &&
-        ++st.pages < max_tool_pages)
-      return list_tools(self, next->get<std::string>());
-    publish_tools(self);
+  }
+  auto k = what.list;
+  auto& l = st.lists[static_cast<size_t>(k)];
+  auto& how = method_of(k);
+  if (!ok) {
+    log_limited(server_log_limit(), spdlog::level::warn,
+                "mcp server {}: {} failed", st.cfg.name, how.method);
+    l = listing{};
     return;
   }
-  }
+  auto items = m.result.find(how.field);
+  if (items != m.result.end() && items->is_array())
+    for (auto& t : *items) {
+      auto key = t.is_object() ? t.find(how.key) : t.end();
+      if (t.is_object() && key != t.end() && key->is_string() &&
+          l.items.size() < max_server_tools)
+        l.items.push_back(t);
+    }
+  auto next = m.result.find("nextCursor");
+  if (next != m.result.end() && next->is_string() &&
+      !next->get_ref<const std::string&>().empty() &&
+      ++l.pages < max_tool_pages)
+    return list(self, k, next->get<std::string>());
+  publish(self, k);
 }
 
 void on_message(mcp_actor* self, const mcp::message& m) {
@@ -287,13 +339,14 @@ void on_message(mcp_actor* self, const mcp::message& m) {
   if (m.what == kind::notification) {
     if (m.method == "notifications/progress")
       return on_progress(self, m);
-    if (m.method == "notifications/tools/list_changed") {
-      if (st.pages > 0 || !st.listing.empty())
-        st.relist = true;
-      else
-        list_tools(self, "");
-    }
-    return; // others (logging, resources) are not relayed yet
+    if (m.method == "notifications/tools/list_changed")
+      list(self, list_kind::tools);
+    else if (m.method == "notifications/resources/list_changed") {
+      list(self, list_kind::resources);
+      list(self, list_kind::templates);
+    } else if (m.method == "notifications/prompts/list_changed")
+      list(self, list_kind::prompts);
+    return; // others (logging, resource updates) are not relayed yet
   }
   // A request from the server: ping is answered; sampling, elicitation and
   // roots are not relayed to the client yet.
@@ -427,7 +480,9 @@ void start_server(mcp_actor* self) {
   json params{{"protocolVersion", pmcp::supported_versions().front()},
               {"capabilities", json::object()},
               {"clientInfo", {{"name", "sluice"}, {"version", "0"}}}};
-  request_internal(self, internal_kind::initialize, "initialize", params);
+  internal_request init;
+  init.initialize = true;
+  request_internal(self, init, "initialize", params);
   auto gen = st.gen;
   self->delayed_send(
       self, st.cfg.init_timeout, actor_thunk{[gen](caf::local_actor* a) {

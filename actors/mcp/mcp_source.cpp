@@ -178,24 +178,40 @@ void forget(mcp_actor* self, const pending_call& p) {
 caf::result<source_reply> attempt(mcp_actor* self, const call_request& req) {
   auto& st = self->state;
   ++st.view->calls;
-  json params;
+  json payload;
   try {
-    params = json::parse(req.payload);
+    payload = json::parse(req.payload);
   } catch (const std::exception&) {
   }
-  if (!params.is_object() || !params.contains("name") ||
-      !params["name"].is_string()) {
+  std::string method;
+  json params;
+  if (payload.is_object()) {
+    method = payload.value("method", std::string{});
+    params = payload.value("params", json{});
+  }
+  auto refuse = [](const std::string& why) {
     source_reply r;
     r.kind = outcome_kind::permanent;
-    r.body = error_body(mcp::invalid_params, "a tools/call needs a name");
+    r.body = error_body(mcp::invalid_params, why);
     return r;
-  }
+  };
+  if (method != "tools/call" && method != "resources/read" &&
+      method != "prompts/get")
+    return refuse("not a method the gateway sends on: " + method);
+  if (!params.is_object())
+    return refuse(method + " needs params");
+  if (method == "tools/call" &&
+      (!params.contains("name") || !params["name"].is_string()))
+    return refuse("a tools/call needs a name");
   auto id = st.next_id++;
   pending_call p;
   // The requester first: making the promise takes the sender away.
   p.requester = caf::actor_cast<caf::actor_addr>(self->current_sender());
   p.promise = self->make_response_promise();
-  p.hints = hints_of_tool(*st.view, params["name"].get<std::string>());
+  if (method == "tools/call")
+    p.hints = hints_of_tool(*st.view, params["name"].get<std::string>());
+  else
+    p.hints = pmcp::hints_of(true, true, false); // reads, no effects
   // Progress tells the gateway the call is alive: the client's token is
   // kept (and its notifications passed on), else one of ours is added.
   auto& meta = params["_meta"];
@@ -225,8 +241,7 @@ caf::result<source_reply> attempt(mcp_actor* self, const call_request& req) {
   auto promise = p.promise;
   st.by_token.emplace(p.token, id);
   st.calls.add(self, id, std::move(p));
-  st.calls.find(id)->line =
-      mcp::request_text(std::to_string(id), "tools/call", params);
+  st.calls.find(id)->line = mcp::request_text(std::to_string(id), method, params);
   // A server (re)starting: the call waits for it, within its deadline.
   if (st.ready)
     write_call(self, id);

@@ -43,8 +43,14 @@ public:
   struct snapshot {
     state_kind state = state_kind::starting;
     /// The server's tools as it listed them (each a JSON object with
-    /// `name`, as MCP's `Tool`), and a number that changes with them.
+    /// `name`, as MCP's `Tool`); its resources (each with `uri`), resource
+    /// templates (each with `uriTemplate`) and prompts (each with `name`),
+    /// for a server that offers them (null: none listed); and a number
+    /// that changes with any of these lists.
     std::shared_ptr<const std::vector<nlohmann::json>> tools;
+    std::shared_ptr<const std::vector<nlohmann::json>> resources;
+    std::shared_ptr<const std::vector<nlohmann::json>> resource_templates;
+    std::shared_ptr<const std::vector<nlohmann::json>> prompts;
     uint64_t tools_version = 0;
     /// The protocol revision and `serverInfo` it answered `initialize` with.
     std::string protocol_version;
@@ -96,12 +102,14 @@ void validate(const mcp_server_settings& cfg);
 /// Spawns the source of an MCP server: a child it starts (`transport`
 /// stdio) or a Streamable HTTP endpoint (`http`). It starts the server at
 /// once (and again, with backoff, each time it is gone: the child exited,
-/// the HTTP session ended), answers its `initialize`, lists its tools
-/// (again on `tools/list_changed`), and answers pings; it refuses the
+/// the HTTP session ended), answers its `initialize`, lists its tools, and
+/// its resources, resource templates and prompts if it offers them (each
+/// again on its `list_changed`), and answers pings; it refuses the
 /// server's other requests (sampling, elicitation, roots: not relayed yet).
 ///
-/// An attempt's payload is the `params` of a `tools/call` (the server's own
-/// tool name). Its reply: `ok` with the JSON-RPC `result` (a tool result
+/// An attempt's payload is a JSON object `{"method": M, "params": P}`, M
+/// one of `tools/call` (P naming the server's own tool), `resources/read`
+/// and `prompts/get` (reads: always safe to retry). Its reply: `ok` with the JSON-RPC `result` (a tool result
 /// with `isError` included: that is the tool's answer); `permanent` with the
 /// JSON-RPC `error` object for an error other than an internal one (and
 /// for an HTTP 4xx refusal); `transient` for an internal error (-32603), a

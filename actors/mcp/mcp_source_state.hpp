@@ -5,6 +5,7 @@
 // and mcp_server_link.cpp (the server's life: starting it over its
 // channel, initialize, its tools, what it says, restarts).
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -51,7 +52,24 @@ struct pending_call {
   time_point deadline{};
 };
 
-enum class internal_kind : uint8_t { initialize, tools_list };
+/// What the source lists of its server, each kept in the view.
+enum class list_kind : uint8_t { tools, resources, templates, prompts };
+constexpr size_t list_kinds = 4;
+
+/// A listing in progress (paged by cursors), and whether another must
+/// follow it (a list_changed came meanwhile).
+struct listing {
+  std::vector<json> items;
+  size_t pages = 0;
+  bool busy = false;
+  bool again = false;
+};
+
+/// A request of the source's own: initialize, or a listing.
+struct internal_request {
+  bool initialize = false;
+  list_kind list = list_kind::tools;
+};
 
 struct mcp_state {
   mcp_server_settings cfg;
@@ -69,10 +87,8 @@ struct mcp_state {
   uint64_t next_exchange = 1;
   attempt_book<pending_call> calls;
   std::unordered_map<std::string, uint64_t> by_token;
-  std::unordered_map<uint64_t, internal_kind> internal;
-  std::vector<json> listing;
-  size_t pages = 0;
-  bool relist = false; // a list_changed came while listing
+  std::unordered_map<uint64_t, internal_request> internal;
+  std::array<listing, list_kinds> lists;
 
   /// Stops the server (a child: SIGTERM, SIGKILL after `stop_grace`; HTTP:
   /// its session DELETEd) and waits for that, at most `stop_grace` and a

@@ -315,8 +315,12 @@ void stdio_child::watch(std::chrono::milliseconds every) {
       return; // replaced by a sooner look
     if (self->reaped())
       return;
-    if (self->stopping_ &&
-        std::chrono::steady_clock::now() >= self->kill_at_)
+    auto now = std::chrono::steady_clock::now();
+    if (self->stopping_ && !self->termed_ && now >= self->term_at_) {
+      self->termed_ = true;
+      self->kill_group(SIGTERM);
+    }
+    if (self->stopping_ && now >= self->kill_at_)
       self->kill_group(SIGKILL);
     bool ending = self->stopping_ || !self->out_.is_open();
     self->watch(ending ? std::chrono::milliseconds{20} : every);
@@ -327,12 +331,15 @@ void stdio_child::stop(std::chrono::milliseconds grace) {
   if (stopping_ || gone_)
     return;
   stopping_ = true;
+  // MCP's stdio shutdown: its input ends first; SIGTERM if it is still
+  // there halfway through the grace, SIGKILL at its end.
   boost::system::error_code ignored;
-  in_.close(ignored); // MCP's stdio shutdown: its input ends first
+  in_.close(ignored);
   queue_.clear();
   queued_bytes_ = 0;
-  kill_group(SIGTERM);
-  kill_at_ = std::chrono::steady_clock::now() + grace;
+  auto now = std::chrono::steady_clock::now();
+  term_at_ = now + grace / 2;
+  kill_at_ = now + grace;
   watch(std::chrono::milliseconds{20});
 }
 

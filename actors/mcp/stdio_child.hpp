@@ -77,9 +77,9 @@ public:
   void send(uint64_t id, std::string text, send_done done,
             duration timeout = duration::zero()) override;
 
-  /// Ends it: stdin closed, SIGTERM to its group, SIGKILL `grace` later if
-  /// it is still there. `gone` follows once it is reaped. Idempotent. On
-  /// the loop.
+  /// Ends it as MCP's stdio transport says: stdin closed; SIGTERM to its
+  /// group if it is still there half of `grace` later, SIGKILL at `grace`.
+  /// `gone` follows once it is reaped. Idempotent. On the loop.
   void stop(std::chrono::milliseconds grace) override;
 
   pid_t pid() const noexcept override { return pid_; }
@@ -107,7 +107,9 @@ private:
   pid_t pid_ = -1;
   bool gone_ = false;
   bool stopping_ = false;
+  std::chrono::steady_clock::time_point term_at_{};
   std::chrono::steady_clock::time_point kill_at_{};
+  bool termed_ = false;
   line_splitter out_lines_;
   size_t dropped_seen_ = 0;
   std::string err_buf_;

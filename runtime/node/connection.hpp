@@ -186,6 +186,16 @@ private:
                  const std::string& session = {});
   void start_tool_call(const std::string& id, nlohmann::json params,
                        const std::string& session, bool sse_ok);
+  /// `prompts/get` and `resources/read`: to the server that offers it.
+  void start_read(const std::string& id, const std::string& method,
+                  nlohmann::json params, const std::string& session,
+                  bool sse_ok);
+  /// Whether the key may read server `server`'s resources.
+  bool may_read_server(const std::string& server) const;
+  /// Sends `method` with `params` to `server` as a governed call.
+  void send_upstream(const std::string& id, const std::string& method,
+                     nlohmann::json params, const std::string& server,
+                     const std::string& session, bool sse_ok);
   /// The JSON-RPC answer to the tool call that ended with `r`.
   std::string mcp_answer(const call_result& r) const;
 

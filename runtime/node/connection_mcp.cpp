@@ -19,17 +19,24 @@ using nlohmann::json;
 
 namespace {
 
-/// The gateway's `initialize` result: tools only (resources, prompts,
-/// sampling and the rest are not relayed yet).
+/// The gateway's `initialize` result: tools, prompts and resources (read,
+/// listed; no subscriptions, no list_changed to clients); sampling,
+/// elicitation, roots, completion and logging are not relayed.
 json initialize_result(const std::string& version) {
+  json caps{{"tools", {{"listChanged", false}}},
+            {"prompts", {{"listChanged", false}}},
+            {"resources", {{"subscribe", false}, {"listChanged", false}}}};
   return json{{"protocolVersion", version},
-              {"capabilities", {{"tools", {{"listChanged", false}}}}},
+              {"capabilities", std::move(caps)},
               {"serverInfo", {{"name", "sluice"}, {"version", "0.1.0"}}},
               {"instructions",
                "Tools of several MCP servers, each under its server's "
                "prefix, governed by sluice (admission, breakers, retries "
                "only where safe)."}};
 }
+
+/// MCP's "Resource not found".
+constexpr int mcp_resource_not_found = -32002;
 
 std::string header_text(const http_fields& h, std::string_view name) {
   auto v = h[boost::beast::string_view{name.data(), name.size()}];
@@ -147,17 +154,83 @@ void connection::serve_mcp() {
     });
     return mcp_reply(200, mcp::result_response(m.id, list));
   }
-  if (m.method == "tools/call") {
+  if (m.method == "prompts/list") {
+    auto* k = key_;
+    auto list = gw.list_prompts([k](const std::string& name) {
+      return k == nullptr || k->may_call_tool(name);
+    });
+    return mcp_reply(200, mcp::result_response(m.id, list));
+  }
+  if (m.method == "resources/list" || m.method == "resources/templates/list") {
+    auto list = gw.list_resources(m.method != "resources/list",
+                                  [this](const std::string& server) {
+                                    return may_read_server(server);
+                                  });
+    return mcp_reply(200, mcp::result_response(m.id, list));
+  }
+  bool call = m.method == "tools/call";
+  if (call || m.method == "prompts/get" || m.method == "resources/read") {
     if (!m.params.is_object())
       return mcp_reply(200, mcp::error_response(m.id, mcp::invalid_params,
-                                                "tools/call needs params"));
-    return start_tool_call(m.id, std::move(m.params),
-                           session ? session->id : std::string{},
-                           accepts(head, "text/event-stream"));
+                                                m.method + " needs params"));
+    auto sid = session ? session->id : std::string{};
+    auto sse = accepts(head, "text/event-stream");
+    if (call)
+      return start_tool_call(m.id, std::move(m.params), sid, sse);
+    return start_read(m.id, m.method, std::move(m.params), sid, sse);
   }
+  rec_.rpc_error = mcp::method_not_found;
   mcp_reply(200, mcp::error_response(
                      m.id, mcp::method_not_found,
-                     "method not supported by the gateway (tools only)"));
+                     "method not supported by the gateway (tools, prompts "
+                     "and resources; no subscriptions, completion or "
+                     "logging)"));
+}
+
+bool connection::may_read_server(const std::string& server) const {
+  // A key limited to some tools reads the resources of a server only when
+  // its globs allow the server's every name (`PREFIX*`).
+  return key_ == nullptr ||
+         key_->may_call_tool(front_.mcp.prefix_of(server) + "*");
+}
+
+void connection::start_read(const std::string& id, const std::string& method,
+                            json params, const std::string& session,
+                            bool sse_ok) {
+  auto& gw = front_.mcp;
+  std::optional<std::string> server;
+  if (method == "prompts/get") {
+    auto n = params.find("name");
+    if (n == params.end() || !n->is_string())
+      return mcp_reply(200, mcp::error_response(id, mcp::invalid_params,
+                                                "prompts/get needs a name"));
+    auto name = n->get<std::string>();
+    rec_.tool = echo_text(name);
+    auto p = gw.resolve_prompt(name);
+    if (!p || (key_ && !key_->may_call_tool(name))) {
+      rec_.rpc_error = mcp::invalid_params;
+      return mcp_reply(200, mcp::error_response(id, mcp::invalid_params,
+                                                "unknown prompt: " +
+                                                    echo_text(name)));
+    }
+    params["name"] = p->name; // the server's own name
+    server = p->server;
+  } else {
+    auto u = params.find("uri");
+    if (u == params.end() || !u->is_string())
+      return mcp_reply(200, mcp::error_response(id, mcp::invalid_params,
+                                                "resources/read needs a uri"));
+    auto uri = u->get<std::string>();
+    rec_.tool = echo_text(uri);
+    server = gw.resource_server(uri);
+    if (!server || !may_read_server(*server)) {
+      rec_.rpc_error = mcp_resource_not_found;
+      json data{{"uri", echo_text(uri)}};
+      return mcp_reply(200, mcp::error_response(id, mcp_resource_not_found,
+                                                "Resource not found", &data));
+    }
+  }
+  send_upstream(id, method, std::move(params), *server, session, sse_ok);
 }
 
 void connection::start_tool_call(const std::string& id, json params,
@@ -176,7 +249,17 @@ void connection::start_tool_call(const std::string& id, json params,
                                               "unknown tool: " +
                                                   echo_text(name)));
   }
-  rec_.mcp_server = tool->server;
+  params["name"] = tool->name; // the server's own name
+  send_upstream(id, "tools/call", std::move(params), tool->server, session,
+                sse_ok);
+}
+
+void connection::send_upstream(const std::string& id,
+                               const std::string& method, json params,
+                               const std::string& server,
+                               const std::string& session, bool sse_ok) {
+  auto& gw = front_.mcp;
+  rec_.mcp_server = server;
   call_options opts;
   if (key_) {
     if (!session.empty()) {
@@ -194,18 +277,18 @@ void connection::start_tool_call(const std::string& id, json params,
   } else {
     opts.session = session;
   }
-  params["name"] = tool->name; // the server's own name
   bool progress = false;
   if (auto meta = params.find("_meta"); meta != params.end() &&
                                         meta->is_object())
     progress = meta->contains("progressToken");
-  call_request call{"mcp:" + tool->server,
-                    params.dump(-1, ' ', false, json::error_handler_t::replace)};
+  json payload{{"method", method}, {"params", std::move(params)}};
+  call_request call{"mcp:" + server, payload.dump(-1, ' ', false,
+                                                  json::error_handler_t::replace)};
   call.stream = progress && sse_ok;
   mcp_call_state st;
   st.id = id;
-  st.server = tool->server;
-  st.tool = name;
+  st.server = server;
+  st.tool = rec_.tool;
   st.session = session;
   std::weak_ptr<connection> weak = shared_from_this();
   st.ticket = gw.track(session.empty() ? "key:" + (key_ ? key_->name() : "")

@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 namespace sluice::node {
@@ -32,10 +33,15 @@ mcp_gateway::mcp_gateway(
     : servers_(std::move(servers))
     , max_sessions_(std::max<uint32_t>(max_sessions, 1))
     , session_idle_(session_idle) {
-  for (auto& s : servers_)
-    dir_.add_server(s->name, s->prefix);
+  for (auto& s : servers_) {
+    tools_.dir.add_server(s->name, s->prefix);
+    prompts_.dir.add_server(s->name, s->prefix);
+  }
   versions_.assign(servers_.size(), 0);
-  defs_.resize(servers_.size());
+  tools_.defs.resize(servers_.size());
+  prompts_.defs.resize(servers_.size());
+  resources_.resize(servers_.size());
+  templates_.resize(servers_.size());
 }
 
 // -- sessions -----------------------------------------------------------------
@@ -92,56 +98,146 @@ size_t mcp_gateway::sessions() const {
 
 // -- tools --------------------------------------------------------------------
 
+void mcp_gateway::set_named(
+    named_list& l, size_t server,
+    const std::shared_ptr<const std::vector<json>>& items) {
+  std::vector<policy::mcp::tool_entry> entries;
+  std::map<std::string, json> defs;
+  if (items)
+    for (auto& t : *items) {
+      auto name = t.value("name", std::string{});
+      policy::mcp::tool_entry e;
+      e.name = name;
+      e.hints = tool_hints_of(t);
+      entries.push_back(std::move(e));
+      defs.emplace(name, t);
+    }
+  l.dir.set_tools(servers_[server]->name, std::move(entries));
+  l.defs[server] = std::move(defs);
+}
+
 void mcp_gateway::refresh_locked() {
+  bool uris_changed = false;
   for (size_t i = 0; i < servers_.size(); ++i) {
     auto snap = servers_[i]->read();
     if (snap.tools_version == versions_[i])
       continue;
     versions_[i] = snap.tools_version;
-    std::vector<policy::mcp::tool_entry> entries;
-    std::map<std::string, json> defs;
-    if (snap.tools)
-      for (auto& t : *snap.tools) {
-        auto name = t.value("name", std::string{});
-        policy::mcp::tool_entry e;
-        e.name = name;
-        e.hints = tool_hints_of(t);
-        entries.push_back(std::move(e));
-        defs.emplace(name, t);
-      }
-    dir_.set_tools(servers_[i]->name, std::move(entries));
-    defs_[i] = std::move(defs);
+    set_named(tools_, i, snap.tools);
+    set_named(prompts_, i, snap.prompts);
+    resources_[i] = snap.resources;
+    templates_[i] = snap.resource_templates;
+    uris_changed = true;
   }
+  if (!uris_changed)
+    return;
+  uri_server_.clear();
+  template_prefixes_.clear();
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    if (resources_[i])
+      for (auto& r : *resources_[i])
+        uri_server_.emplace(r.value("uri", std::string{}), i);
+    if (templates_[i])
+      for (auto& t : *templates_[i]) {
+        auto tpl = t.value("uriTemplate", std::string{});
+        auto fixed = tpl.substr(0, tpl.find('{'));
+        if (!fixed.empty())
+          template_prefixes_.emplace_back(std::move(fixed), i);
+      }
+  }
+}
+
+json mcp_gateway::list_named(
+    const named_list& l, const char* field,
+    const std::function<bool(const std::string&)>& allowed) {
+  json out = json::array();
+  for (auto& t : l.dir.list()) {
+    if (allowed && !allowed(t.gateway_name))
+      continue;
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (servers_[i]->name != t.server)
+        continue;
+      auto d = l.defs[i].find(t.name);
+      if (d == l.defs[i].end())
+        break;
+      auto def = d->second;
+      def["name"] = t.gateway_name;
+      out.push_back(std::move(def));
+      break;
+    }
+  }
+  return json{{field, std::move(out)}};
 }
 
 json mcp_gateway::list_tools(
     const std::function<bool(const std::string&)>& allowed) {
   std::lock_guard<std::mutex> guard{mx_};
   refresh_locked();
-  json tools = json::array();
-  for (auto& t : dir_.list()) {
-    if (allowed && !allowed(t.gateway_name))
-      continue;
-    for (size_t i = 0; i < servers_.size(); ++i) {
-      if (servers_[i]->name != t.server)
-        continue;
-      auto d = defs_[i].find(t.name);
-      if (d == defs_[i].end())
-        break;
-      auto def = d->second;
-      def["name"] = t.gateway_name;
-      tools.push_back(std::move(def));
-      break;
-    }
-  }
-  return json{{"tools", std::move(tools)}};
+  return list_named(tools_, "tools", allowed);
 }
 
 std::optional<policy::mcp::resolved_tool>
 mcp_gateway::resolve(const std::string& gateway_name) {
   std::lock_guard<std::mutex> guard{mx_};
   refresh_locked();
-  return dir_.resolve(gateway_name);
+  return tools_.dir.resolve(gateway_name);
+}
+
+// -- prompts and resources ----------------------------------------------------
+
+json mcp_gateway::list_prompts(
+    const std::function<bool(const std::string&)>& allowed) {
+  std::lock_guard<std::mutex> guard{mx_};
+  refresh_locked();
+  return list_named(prompts_, "prompts", allowed);
+}
+
+std::optional<policy::mcp::resolved_tool>
+mcp_gateway::resolve_prompt(const std::string& gateway_name) {
+  std::lock_guard<std::mutex> guard{mx_};
+  refresh_locked();
+  return prompts_.dir.resolve(gateway_name);
+}
+
+json mcp_gateway::list_resources(
+    bool templates, const std::function<bool(const std::string&)>& allowed) {
+  std::lock_guard<std::mutex> guard{mx_};
+  refresh_locked();
+  auto key = templates ? "uriTemplate" : "uri";
+  json out = json::array();
+  std::set<std::string> seen;
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    auto& items = templates ? templates_[i] : resources_[i];
+    if (!items || (allowed && !allowed(servers_[i]->name)))
+      continue;
+    for (auto& r : *items)
+      if (seen.insert(r.value(key, std::string{})).second)
+        out.push_back(r);
+  }
+  return json{{templates ? "resourceTemplates" : "resources", std::move(out)}};
+}
+
+std::optional<std::string>
+mcp_gateway::resource_server(const std::string& uri) {
+  std::lock_guard<std::mutex> guard{mx_};
+  refresh_locked();
+  if (auto i = uri_server_.find(uri); i != uri_server_.end())
+    return servers_[i->second]->name;
+  const std::pair<std::string, size_t>* best = nullptr;
+  for (auto& t : template_prefixes_)
+    if (uri.compare(0, t.first.size(), t.first) == 0 &&
+        (!best || t.first.size() > best->first.size()))
+      best = &t;
+  if (best)
+    return servers_[best->second]->name;
+  return std::nullopt;
+}
+
+std::string mcp_gateway::prefix_of(const std::string& server) const {
+  for (auto& s : servers_)
+    if (s->name == server)
+      return s->prefix;
+  return {};
 }
 
 // -- calls in flight ----------------------------------------------------------

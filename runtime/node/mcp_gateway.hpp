@@ -69,6 +69,34 @@ public:
   std::optional<policy::mcp::resolved_tool>
   resolve(const std::string& gateway_name);
 
+  // -- prompts and resources -----------------------------------------------
+
+  /// The prompts offered now, as `prompts/list` lists them: each server's
+  /// under its gateway name (the tools' prefix), those `allowed` says yes
+  /// to.
+  nlohmann::json
+  list_prompts(const std::function<bool(const std::string&)>& allowed);
+
+  /// Where a `prompts/get` of `gateway_name` goes.
+  std::optional<policy::mcp::resolved_tool>
+  resolve_prompt(const std::string& gateway_name);
+
+  /// The resources (`resources/list`) or resource templates
+  /// (`resources/templates/list`) offered now, URIs as the servers gave
+  /// them, of the servers `allowed` says yes to (by server name). A URI
+  /// two servers offer is the first's.
+  nlohmann::json
+  list_resources(bool templates,
+                 const std::function<bool(const std::string&)>& allowed);
+
+  /// The server a `resources/read` of `uri` goes to: the one that listed
+  /// it, else the one with the longest template whose fixed beginning (up
+  /// to its first `{`) `uri` starts with.
+  std::optional<std::string> resource_server(const std::string& uri);
+
+  /// A server's prefix (empty if there is none of that name).
+  std::string prefix_of(const std::string& server) const;
+
   /// The servers, for /status.
   const std::vector<std::shared_ptr<const mcp_server_view>>&
   servers() const noexcept {
@@ -89,8 +117,19 @@ public:
   bool cancel(const std::string& scope, const std::string& request_id);
 
 private:
-  /// The directory, rebuilt when a server's tools changed.
+  /// The directories, rebuilt when a server's lists changed.
   void refresh_locked();
+
+  /// Tools or prompts: names under the servers' prefixes, and each
+  /// server's definitions by its own name.
+  struct named_list {
+    policy::mcp::tool_directory dir;
+    std::vector<std::map<std::string, nlohmann::json>> defs;
+  };
+  void set_named(named_list& l, size_t server,
+                 const std::shared_ptr<const std::vector<nlohmann::json>>& items);
+  nlohmann::json list_named(const named_list& l, const char* field,
+                            const std::function<bool(const std::string&)>& ok);
 
   std::vector<std::shared_ptr<const mcp_server_view>> servers_;
   uint32_t max_sessions_;
@@ -98,10 +137,16 @@ private:
 
   mutable std::mutex mx_;
   std::map<std::string, mcp_session> sessions_;
-  policy::mcp::tool_directory dir_;
   std::vector<uint64_t> versions_;
-  /// Each server's tool definitions, by its own tool name.
-  std::vector<std::map<std::string, nlohmann::json>> defs_;
+  named_list tools_;
+  named_list prompts_;
+  /// Each server's resources and templates as it listed them; which
+  /// server a URI is listed by (an index in `servers_`); the templates'
+  /// fixed beginnings.
+  std::vector<std::shared_ptr<const std::vector<nlohmann::json>>> resources_;
+  std::vector<std::shared_ptr<const std::vector<nlohmann::json>>> templates_;
+  std::map<std::string, size_t> uri_server_;
+  std::vector<std::pair<std::string, size_t>> template_prefixes_;
   struct tracked {
     std::string key;
     std::function<void()> cancel;

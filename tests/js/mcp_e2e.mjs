@@ -107,6 +107,28 @@ try {
       return `${JSON.stringify(text(e))}, ${JSON.stringify(text(s))}`;
     });
 
+    await check('prompts and resources pass through (listed, got, read; templates routed)', async () => {
+      const { prompts } = await client.listPrompts();
+      const names = prompts.map((p) => p.name);
+      expect(names.includes('everything_args-prompt'), `prompts ${names.join(',')}`);
+      const got = await client.getPrompt({ name: 'everything_args-prompt', arguments: { city: 'Oslo' } });
+      const said = JSON.stringify(got.messages);
+      expect(said.includes('Oslo'), `prompt said ${said}`);
+      const { resources } = await client.listResources();
+      const { resourceTemplates } = await client.listResourceTemplates();
+      expect(resources.length > 0 && resourceTemplates.length > 0,
+        `${resources.length} resources, ${resourceTemplates.length} templates`);
+      const doc = await client.readResource({ uri: resources[0].uri });
+      expect(doc.contents?.[0]?.uri === resources[0].uri, `read ${JSON.stringify(doc).slice(0, 200)}`);
+      const dyn = await client.readResource({ uri: 'demo://resource/dynamic/text/7' });
+      expect((dyn.contents?.[0]?.text ?? '').includes('Resource 7'), `read ${JSON.stringify(dyn).slice(0, 200)}`);
+      let err = null;
+      try { await client.readResource({ uri: 'nope://x' }); } catch (e) { err = e; }
+      expect(err?.code === -32002, `unknown uri: ${err?.code}`);
+      return `${prompts.length} prompts, ${resources.length} resources, ${resourceTemplates.length} templates; ` +
+        `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri -32002`;
+    });
+
     await check('an unknown tool is a JSON-RPC error', async () => {
       try {
         await client.callTool({ name: 'everything_nope', arguments: {} });
@@ -213,7 +235,7 @@ try {
         [`{"jsonrpc":"2.0","id":"${'x'.repeat(300)}","method":"ping"}`, 400, -32600],
         ['{"jsonrpc":"1.0","id":1,"method":"ping"}', 400, -32600],
         [Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]), 400, -32700],
-        ['{"jsonrpc":"2.0","id":7,"method":"resources/list"}', 200, -32601],
+        ['{"jsonrpc":"2.0","id":7,"method":"completion/complete"}', 200, -32601],
         ['{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":5}}', 200, -32602],
       ];
       for (const [body, status, code] of cases) {
@@ -265,7 +287,12 @@ try {
   }
   await check('the node stopped and left no server running', async () => {
     expect(alive === 0, `${alive} of ${left.length} test servers still running`);
-    return `exit ${JSON.stringify(exit)}; ${left.length} servers started, none left`;
+    // The last start of ours was still running: it was told to stop (its
+    // stdin closed, as MCP's stdio shutdown begins), not only killed.
+    const last = left[left.length - 1];
+    const told = logLines().find((l) => l === `stdin closed ${last}` || l === `sigterm ${last}`);
+    expect(told, `${last} logged no stop: ${logLines().slice(-4).join('|')}`);
+    return `exit ${JSON.stringify(exit)}; ${left.length} servers started, none left; the last one logged "${told}"`;
   });
 }
 console.log(`${results.passed} passed, ${results.failed} failed`);

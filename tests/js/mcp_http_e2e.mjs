@@ -159,6 +159,28 @@ try {
       return `${JSON.stringify(text(e))}, ${JSON.stringify(text(s))}`;
     });
 
+    await check('over HTTP: prompts and resources pass through (listed, got, read; templates routed)', async () => {
+      const { prompts } = await client.listPrompts();
+      const names = prompts.map((p) => p.name);
+      expect(names.includes('everything_args-prompt'), `prompts ${names.join(',')}`);
+      const got = await client.getPrompt({ name: 'everything_args-prompt', arguments: { city: 'Oslo' } });
+      const said = JSON.stringify(got.messages);
+      expect(said.includes('Oslo'), `prompt said ${said}`);
+      const { resources } = await client.listResources();
+      const { resourceTemplates } = await client.listResourceTemplates();
+      expect(resources.length > 0 && resourceTemplates.length > 0,
+        `${resources.length} resources, ${resourceTemplates.length} templates`);
+      const doc = await client.readResource({ uri: resources[0].uri });
+      expect(doc.contents?.[0]?.uri === resources[0].uri, `read ${JSON.stringify(doc).slice(0, 200)}`);
+      const dyn = await client.readResource({ uri: 'demo://resource/dynamic/text/7' });
+      expect((dyn.contents?.[0]?.text ?? '').includes('Resource 7'), `read ${JSON.stringify(dyn).slice(0, 200)}`);
+      let err = null;
+      try { await client.readResource({ uri: 'nope://x' }); } catch (e) { err = e; }
+      expect(err?.code === -32002, `unknown uri: ${err?.code}`);
+      return `${prompts.length} prompts, ${resources.length} resources, ${resourceTemplates.length} templates; ` +
+        `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri -32002`;
+    });
+
     await check('over HTTP: a long call\'s progress comes through the server\'s SSE answer', async () => {
       const seen = [];
       const r = await client.callTool(

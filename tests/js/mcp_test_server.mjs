@@ -51,9 +51,17 @@ function makeServer() {
   return server;
 }
 
+// A stop as the gateway makes it: stdin closed (logged, stdio), SIGTERM
+// (logged) if that did not end it, SIGKILL last.
+process.on('SIGTERM', () => {
+  log(`sigterm ${process.pid}`);
+  process.exit(0);
+});
+
 const args = process.argv.slice(2);
 if (args[0] !== '--http') {
   await makeServer().connect(new StdioServerTransport());
+  process.stdin.on('end', () => log(`stdin closed ${process.pid}`));
   log(`started ${process.pid}`);
 } else {
   const sessions = new Map();
