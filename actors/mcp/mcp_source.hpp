@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,10 +67,35 @@ public:
     return snap_;
   }
 
+  /// Called (on the source's thread) with the new snapshot whenever the
+  /// server's state or process changes (it starts, is ready, is gone).
+  using state_listener = std::function<void(const snapshot&)>;
+
+  /// Sets who hears of state changes (null: no one). Once this returns,
+  /// the one it replaced is not called any more.
+  void on_state_change(state_listener f) const {
+    std::lock_guard<std::mutex> guard{listen_mx_};
+    listener_ = std::move(f);
+  }
+
   template <class F>
   void update(F f) {
-    std::lock_guard<std::mutex> guard{mx_};
-    f(snap_);
+    snapshot after;
+    bool changed = false;
+    {
+      std::lock_guard<std::mutex> guard{mx_};
+      auto state = snap_.state;
+      auto pid = snap_.pid;
+      f(snap_);
+      changed = snap_.state != state || snap_.pid != pid;
+      if (changed)
+        after = snap_;
+    }
+    if (changed) {
+      std::lock_guard<std::mutex> guard{listen_mx_};
+      if (listener_)
+        listener_(after);
+    }
   }
 
   /// Counters (relaxed).
@@ -83,6 +109,8 @@ public:
 private:
   mutable std::mutex mx_;
   snapshot snap_;
+  mutable std::mutex listen_mx_;
+  mutable state_listener listener_;
 };
 
 std::string_view to_string(mcp_server_view::state_kind x) noexcept;

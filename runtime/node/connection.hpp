@@ -196,6 +196,8 @@ private:
   void send_upstream(const std::string& id, const std::string& method,
                      nlohmann::json params, const std::string& server,
                      const std::string& session, bool sse_ok);
+  /// How an MCP call that ended with `r` counts on /metrics.
+  static std::string mcp_outcome(const call_result& r);
   /// The JSON-RPC answer to the tool call that ended with `r`.
   std::string mcp_answer(const call_result& r) const;
 
@@ -299,10 +301,12 @@ private:
   std::string cors_origin_;
   /// The key `front_.connections` names this connection by.
   std::string listed_key_;
-  /// The tool call in flight: its JSON-RPC id (JSON text), its server,
-  /// tool and session, and its ticket in `front_.mcp` (0: none).
+  /// The tool call in flight: its JSON-RPC id (JSON text), method, server,
+  /// tool (or prompt, or resource URI) and session, and its ticket in
+  /// `front_.mcp` (0: none).
   struct mcp_call_state {
     std::string id;
+    std::string method;
     std::string server;
     std::string tool;
     std::string session;

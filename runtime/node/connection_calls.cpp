@@ -253,9 +253,12 @@ void connection::on_result(call_result r) {
       rec_.won_attempt = static_cast<uint32_t>(i + 1);
   }
   rec_.error = access_error(r);
-  if (mcp_call_ && mcp_call_->ticket != 0) {
-    front_.mcp.forget(mcp_call_->ticket);
+  if (mcp_call_) {
+    if (mcp_call_->ticket != 0)
+      front_.mcp.forget(mcp_call_->ticket);
     mcp_call_->ticket = 0;
+    front_.metrics.record_mcp(mcp_call_->server, mcp_call_->method,
+                              mcp_call_->tool, mcp_outcome(r));
   }
   spend_.close(r, front_.now(), std::chrono::system_clock::now());
   if (auto& used = spend_.usage()) {

@@ -287,6 +287,7 @@ void connection::send_upstream(const std::string& id,
   call.stream = progress && sse_ok;
   mcp_call_state st;
   st.id = id;
+  st.method = method;
   st.server = server;
   st.tool = rec_.tool;
   st.session = session;
@@ -307,6 +308,27 @@ void connection::send_upstream(const std::string& id,
   }
   mcp_call_ = std::move(st);
   run_call(std::move(call), std::move(opts));
+}
+
+std::string connection::mcp_outcome(const call_result& r) {
+  switch (r.status) {
+  case call_status::ok:
+    // The tool's own failure is an answer; told apart for operators.
+    return r.body.find("\"isError\":true") != std::string::npos
+               ? "tool_error"
+               : "ok";
+  case call_status::tool_busy:
+    return "tool_busy";
+  case call_status::upstream_error:
+    return "rpc_error";
+  case call_status::all_sources_exhausted:
+    return "unavailable";
+  case call_status::governance_backend_error:
+    return "backend_error";
+  case call_status::cancelled:
+    return "cancelled";
+  }
+  return "unknown";
 }
 
 std::string connection::mcp_answer(const call_result& r) const {

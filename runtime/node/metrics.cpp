@@ -166,6 +166,21 @@ void node_metrics::record_usage(const std::string& key,
   }
 }
 
+void node_metrics::record_mcp(const std::string& server,
+                              const std::string& method,
+                              const std::string& name,
+                              const std::string& outcome) {
+  std::lock_guard<std::mutex> guard{mx_};
+  auto series = std::make_tuple(server, method, name);
+  auto i = mcp_.find(series);
+  if (i == mcp_.end()) {
+    if (mcp_.size() >= max_mcp_series)
+      std::get<2>(series) = "other";
+    i = mcp_.try_emplace(std::move(series)).first;
+  }
+  ++i->second[outcome];
+}
+
 void node_metrics::write(prom_text& out) const {
   std::lock_guard<std::mutex> guard{mx_};
   out.family("sluice_calls_total", "counter",
@@ -218,6 +233,21 @@ void node_metrics::write(prom_text& out) const {
     out.sample("sluice_usage_estimated_total",
                {{"key", key}, {"model", model}, {"source", source}},
                s.estimated);
+  }
+  if (!mcp_.empty()) {
+    out.family("sluice_mcp_calls_total", "counter",
+               "MCP calls through the gateway, by server, method, tool (or "
+               "prompt, or resource URI) and outcome.");
+    for (auto& [k, outcomes] : mcp_) {
+      auto& [server, method, name] = k;
+      for (auto& [outcome, n] : outcomes)
+        out.sample("sluice_mcp_calls_total",
+                   {{"server", server},
+                    {"method", method},
+                    {"name", name},
+                    {"outcome", outcome}},
+                   n);
+    }
   }
   out.family("sluice_cost_usd_total", "counter",
              "What calls cost at [prices], in dollars, by client key, model "

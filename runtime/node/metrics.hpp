@@ -111,6 +111,18 @@ public:
                     const std::string& source, const policy::token_usage& u,
                     std::optional<policy::money> cost);
 
+  /// The most (server, method, name) series of the MCP call counter:
+  /// names come from clients (a resource's URI), so a call beyond counts
+  /// under name "other".
+  static constexpr size_t max_mcp_series = 1024;
+
+  /// Records a finished MCP call (SPEC §13): its server, method, tool (or
+  /// prompt, or resource URI) and how it ended (`ok`, `tool_error` for a
+  /// result with `isError`, `rpc_error`, `tool_busy`, `unavailable`,
+  /// `cancelled`, `backend_error`).
+  void record_mcp(const std::string& server, const std::string& method,
+                  const std::string& name, const std::string& outcome);
+
   /// Writes the counters and histograms to `out`.
   void write(prom_text& out) const;
 
@@ -174,6 +186,10 @@ private:
   /// (key, model, source) -> what their calls used.
   std::map<std::tuple<std::string, std::string, std::string>, usage_sums>
       usage_;
+  /// (server, method, name) -> outcome -> calls.
+  std::map<std::tuple<std::string, std::string, std::string>,
+           std::map<std::string, uint64_t>>
+      mcp_;
 };
 
 } // namespace sluice

@@ -30,6 +30,7 @@
 #include "sluice/runtime/node/fd_limit.hpp"
 #include "sluice/runtime/node/front_state.hpp"
 #include "sluice/runtime/node/listener.hpp"
+#include "sluice/runtime/node/mcp_report.hpp"
 #include "sluice/runtime/node/start_rules.hpp"
 #include "sluice/runtime/node/status_report.hpp"
 
@@ -260,6 +261,7 @@ http_front::http_front(runtime& rt, const node_settings& settings,
                       "publishing a breaker event threw: {}", e.what());
         }
       });
+  node::start_mcp_events(*state);
   node::start_accepting(*state);
   net::post(impl_->ping_timer.get_executor(), [state] { arm_ping(*state); });
   if (impl_->shared_loops)
@@ -394,6 +396,7 @@ size_t http_front::shutdown(duration grace) {
                   "answered 503 shutting_down",
                   left);
   }
+  stop_mcp_events(f); // the servers' views call into it too
   {
     // The relay calls into this object: wait until it is gone.
     caf::scoped_actor self{f.rt.system()};

@@ -9,6 +9,7 @@
 #include "sluice/messages/atoms.hpp"
 #include "sluice/messages/breaker.hpp"
 #include "sluice/runtime/node/fd_limit.hpp"
+#include "sluice/runtime/node/mcp_report.hpp"
 #include "sluice/runtime/node/process_metrics.hpp"
 #include "sluice/runtime/node/responses.hpp"
 #include "sluice/runtime/redis/breaker_relay.hpp"
@@ -224,36 +225,6 @@ std::vector<shared_limit> shared_limits_of(front_state& front) {
     add(*r.second);
   return out;
 }
-
-namespace {
-
-// The MCP servers (as sources, their breakers and tiers are in "sources"
-// under "mcp:NAME"): child process, tools, counters; and the sessions.
-json mcp_status(front_state& front) {
-  json servers = json::array();
-  for (auto& v : front.mcp.servers()) {
-    auto snap = v->read();
-    servers.push_back(
-        {{"name", v->name},
-         {"source", "mcp:" + v->name},
-         {"prefix", v->prefix},
-         {"state", std::string{to_string(snap.state)}},
-         {"pid", snap.pid > 0 ? json(snap.pid) : json(nullptr)},
-         {"restarts", snap.restarts},
-         {"last_exit", snap.last_exit.empty() ? json(nullptr)
-                                              : json(snap.last_exit)},
-         {"protocol_version", snap.protocol_version},
-         {"tools", snap.tools ? snap.tools->size() : 0},
-         {"calls", v->calls.load()},
-         {"progress_notifications", v->progress.load()},
-         {"cancels_sent", v->cancels_sent.load()},
-         {"bad_lines", v->bad_lines.load()}});
-  }
-  return {{"servers", std::move(servers)},
-          {"sessions", front.mcp.sessions()}};
-}
-
-} // namespace
 
 json status_json(front_state& front, json scopes, const shared_counts* shared) {
   // Sessions by who owns them (a key's name, or "anonymous"): never the
@@ -515,6 +486,7 @@ std::string metrics_text(front_state& front) {
   prom_text out;
   front.metrics.write(out);
   write_spend_gauges(out, front);
+  write_mcp_metrics(out, front);
   const auto& sources = front.rt.sources();
   out.family("sluice_breaker_state", "gauge",
              "Breaker state per source (0 closed, 1 open, 2 half_open).");

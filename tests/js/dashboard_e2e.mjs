@@ -21,6 +21,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { check, CheckFailure, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
@@ -89,6 +90,10 @@ seed = 3
   [[sources.slow.phases]]
   latency_min_ms = 5000
   latency_max_ms = 5000
+
+[mcp.servers.ours]
+command = ${JSON.stringify(process.execPath)}
+args = [${JSON.stringify(path.join(path.dirname(fileURLToPath(import.meta.url)), 'mcp_test_server.mjs'))}]
 
 [routes."/v1/chat/completions"]
 kind = "chat"
@@ -366,6 +371,22 @@ async function main() {
       expect(row.includes('key team-a') && row.includes('of 10,000,000') && row.includes('of $1000.00'), `row ${row}`);
       expect(!(await page.textContent('#spend')).includes('null'), 'the panel shows "null"');
       return `page ${shown} tokens this minute, ${spent} today; /status ${k.tokens_per_minute.used}`;
+    });
+
+    await check('the MCP server appears, ready, with its tools and restarts', async () => {
+      const row = await until(() => page.$('#mcp tbody tr[data-mcp="ours"][data-state="ready"]'), 15_000,
+        'no ready row for the MCP server "ours"');
+      const tools = await page.textContent('#mcp tr[data-mcp="ours"] [data-field="tools"]');
+      const st = await statusJson(port);
+      const s = st.mcp.servers.find((x) => x.name === 'ours');
+      expect(tools === '2' && s.tools === 2, `page ${tools}, /status ${s.tools}`);
+      // Killed: the row goes down or straight back to ready with a restart.
+      process.kill(s.pid, 'SIGKILL');
+      await until(async () => (await page.textContent('#mcp tr[data-mcp="ours"] [data-field="restarts"]')) === '1',
+        10_000, 'the restart never showed');
+      const after = (await statusJson(port)).mcp.servers.find((x) => x.name === 'ours');
+      await shot('mcp');
+      return `ready, ${tools} tools; killed pid ${s.pid}: restarts ${after.restarts}, last gone ${JSON.stringify(after.last_exit)}`;
     });
 
     await check('a tool_busy verdict appears after an overload burst', async () => {

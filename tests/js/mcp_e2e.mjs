@@ -206,6 +206,37 @@ try {
       return `error ${err.code} "${err.message}"; the server saw it once; restarted (restarts ${s.restarts})`;
     });
 
+    await check('/metrics counts calls by tool and outcome; /events tells a server\'s restart', async () => {
+      const m = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      const want = [
+        /^sluice_mcp_calls_total\{server="everything",method="tools\/call",name="everything_echo",outcome="ok"\} [1-9]/m,
+        /^sluice_mcp_calls_total\{server="ours",method="tools\/call",name="ours_slow_write",outcome="rpc_error"\} 1$/m,
+        /^sluice_mcp_server_up\{server="everything"\} 1$/m,
+        /^sluice_mcp_server_restarts_total\{server="ours"\} 1$/m,
+        /^sluice_mcp_cancels_sent_total\{server="ours"\} 1$/m,
+      ];
+      for (const re of want) expect(re.test(m), `no ${re} in /metrics: ${m.split('\n').filter((l) => l.includes('mcp')).join(' | ')}`);
+      // A restart seen on /events: the server goes (down), then is back.
+      const ac = new AbortController();
+      const events = await fetch(`http://127.0.0.1:${port}/events`, { signal: ac.signal });
+      const reader = events.body.getReader();
+      let seen = '';
+      const got = (async () => {
+        while (!/event: mcp_server\ndata: \{[^\n]*"state":"ready"/.test(seen.slice(seen.indexOf('"state":"down"')))) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          seen += Buffer.from(value).toString('utf8');
+        }
+      })();
+      await sleep(300);
+      await killOurs();
+      await withTimeout(got, 10000, `no mcp_server events down then ready: ${seen.slice(-600)}`);
+      ac.abort();
+      await serversReady(port);
+      const states = [...seen.matchAll(/event: mcp_server\ndata: (\{[^\n]*\})/g)].map((x) => JSON.parse(x[1]).state);
+      return `calls by tool and outcome, up, restarts, cancels; /events: ${states.join(' -> ')}`;
+    });
+
     await check('a read-only tool is retried on the restarted server', async () => {
       const call = client.callTool({ name: 'ours_slow_read', arguments: { ms: 1500, tag: 'kill2' } });
       await sleep(500);

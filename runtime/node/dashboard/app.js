@@ -275,6 +275,9 @@
       es.addEventListener('snapshot', (e) => handle(e, onSnapshot));
       es.addEventListener('breaker', (e) => handle(e, (t) => { applyTransition(t); scheduleRender(); }));
       es.addEventListener('verdict', (e) => handle(e, onVerdict));
+      // An MCP server started, became ready or went: drawn from /status,
+      // polled now rather than at the next tick.
+      es.addEventListener('mcp_server', () => { state.lastEventAt = Date.now(); poll(); });
       es.addEventListener('ping', () => { state.lastEventAt = Date.now(); });
       es.addEventListener('error', () => {
         if (state.downSince == null) state.downSince = Date.now();
@@ -343,7 +346,8 @@
     renderVerdicts();
     renderStall();
     renderOverhead();
-    renderSpend();
+    globalThis.sluicePanels.renderSpend(state.lastStatus);
+    globalThis.sluicePanels.renderMcp(state.lastStatus);
     const st = state.lastStatus;
     document.getElementById('updated').textContent = st
       ? `${fmtCount(st.calls_in_flight)} calls in flight · ${fmtCount(st.connections)} connections · ${fmtClock(now())}`
@@ -421,41 +425,6 @@
     document.getElementById('busiest').replaceChildren(el('h4', { text: 'busiest sessions, keys and connections' }),
       body.length ? el('table', {}, el('thead', {}, el('tr', {}, ...['tier', 'who', 'in use', 'waiting', 'cap'].map((h) => el('th', { text: h })))), el('tbody', {}, ...body))
         : el('p', { class: 'muted', text: 'no calls in flight' }));
-  }
-
-  // Tokens and spend (SPEC §12): each key's and route's limits, what was
-  // used or spent against them, a meter each.
-  function renderSpend() {
-    const st = state.lastStatus;
-    const spend = st && st.spend;
-    if (!spend) return;
-    const limitCell = (who, field, used, limit, fmt) => {
-      if (limit == null) return el('td', { class: 'num muted', text: '–' });
-      const fill = limit > 0 ? Math.min(1, used / limit) : 0;
-      return el('td', { class: 'num', title: `${fmtPct(fill)} of the limit` },
-        el('b', { 'data-spend': who, 'data-field': field, text: fmt(used) }),
-        el('span', { class: 'muted of', text: ` of ${fmt(limit)}` }),
-        el('span', { class: 'meter' },
-          el('span', { class: 'meter-fill', style: { width: `${(fill * 100).toFixed(1)}%` } })));
-    };
-    // Cents hide a small spend: four decimals below $10.
-    const usd = (v) => `$${Number(v).toFixed(Math.abs(v) < 10 ? 4 : 2)}`;
-    const row = (kind, name, s) => el('tr', { 'data-kind': kind, title: `${fmtCount(s.tokens_in_flight)} tokens reserved by calls in flight` },
-      el('td', { text: `${kind} ${name}` }),
-      limitCell(name, 'tokens_per_minute', s.tokens_per_minute && s.tokens_per_minute.used, s.tokens_per_minute && s.tokens_per_minute.limit, fmtCount),
-      limitCell(name, 'tokens_per_day', s.tokens_per_day && s.tokens_per_day.used, s.tokens_per_day && s.tokens_per_day.limit, fmtCount),
-      limitCell(name, 'budget_usd_per_day', s.budget_usd_per_day && s.budget_usd_per_day.spent, s.budget_usd_per_day && s.budget_usd_per_day.limit, usd),
-      limitCell(name, 'budget_usd_per_month', s.budget_usd_per_month && s.budget_usd_per_month.spent, s.budget_usd_per_month && s.budget_usd_per_month.limit, usd));
-    const rows = [];
-    for (const [name, s] of Object.entries(spend.keys || {})) rows.push(row('key', name, s));
-    for (const [name, s] of Object.entries(spend.routes || {})) rows.push(row('route', name, s));
-    const shared = spend.shared
-      ? el('p', { class: 'muted', text: `counted in Redis${spend.shared.down ? ' (down: ' + spend.shared.when_down + ')' : ''} · ${fmtCount(spend.shared.held_here)} reservations held here · ${fmtCount(spend.shared.errors)} Redis errors` })
-      : null;
-    const parts = [rows.length ? el('table', {}, el('thead', {}, el('tr', {}, ...['scope', 'tokens / min', 'tokens / day', 'spent today', 'this month'].map((h) => el('th', { text: h })))), el('tbody', {}, ...rows))
-      : el('p', { class: 'muted', text: 'no token limits or budgets set' })];
-    if (shared) parts.push(shared);
-    document.getElementById('spend').replaceChildren(...parts);
   }
 
   function renderVerdicts() {
