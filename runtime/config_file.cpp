@@ -207,9 +207,17 @@ file_config parse_config(std::string_view text, std::string_view origin) {
   }
   if (auto t = top.table("mcp")) {
     table_reader r{*t, "mcp"};
-    // A reload does not start, stop or change tool servers (yet).
-    cfg.fixed_parts["mcp"] = as_text(*t);
     config::read_mcp(r, cfg.mcp);
+    // What a reload compares: each server's table (a change starts it
+    // again), and the kind of their routes.
+    auto* servers = t->get_as<toml::table>("servers");
+    for (auto& m : cfg.mcp.servers)
+      cfg.mcp.prints.push_back(
+          as_text(*servers->get_as<toml::table>(m.name)));
+    cfg.mcp.route_print = cfg.mcp.kind;
+    if (auto* kinds = root.get_as<toml::table>("kinds"))
+      if (auto* k = kinds->get_as<toml::table>(cfg.mcp.kind))
+        cfg.mcp.route_print += "\n" + as_text(*k);
     cfg.node.mcp_max_sessions = cfg.mcp.max_sessions;
     cfg.node.mcp_session_idle = cfg.mcp.session_idle;
     if (!cfg.mcp.servers.empty() && cfg.runtime.kinds.count(cfg.mcp.kind) == 0)

@@ -49,6 +49,42 @@ route_sources(const file_config& cfg) {
   return out;
 }
 
+// What a reload does to the MCP servers: the sources it retires (taken out,
+// or replaced), the servers that run on as they are, and the summary.
+struct mcp_plan {
+  std::vector<std::string> retire;
+  std::set<std::string> keep;
+  policy::named_diff summary;
+};
+
+mcp_plan mcp_changes(const mcp_settings& running, const mcp_settings& next) {
+  mcp_plan out;
+  std::map<std::string, std::string> before;
+  for (size_t i = 0; i < running.servers.size(); ++i)
+    before[running.servers[i].name] =
+        i < running.prints.size() ? running.prints[i] : std::string{};
+  std::set<std::string> names;
+  for (size_t i = 0; i < next.servers.size(); ++i) {
+    auto& name = next.servers[i].name;
+    names.insert(name);
+    auto b = before.find(name);
+    if (b == before.end()) {
+      out.summary.added.push_back(name);
+    } else if (b->second != next.prints[i]) {
+      out.summary.replaced.push_back(name);
+      out.retire.push_back("mcp:" + name);
+    } else {
+      out.keep.insert(name);
+    }
+  }
+  for (auto& [name, print] : before)
+    if (names.count(name) == 0) {
+      out.summary.removed.push_back(name);
+      out.retire.push_back("mcp:" + name);
+    }
+  return out;
+}
+
 // "+a ~b *c -d" (added, replaced, tuned, removed); "unchanged" if none.
 std::string summary(const policy::named_diff& d) {
   std::string out;
@@ -164,15 +200,17 @@ reload_outcome config_reloader::apply_locked(file_config next,
     for (auto& r : next.routes)
       plan.routes.push_back(r.route);
     plan.keep_routes = out.diff.routes.kept;
-    // The tool servers' routes stay as they run: `[mcp]` waits for a
-    // restart (a fixed part).
-    for (auto& m : running_.mcp.servers) {
-      route_config r;
-      r.name = "mcp:" + m.name;
-      r.kind = running_.mcp.kind;
-      r.sources = {r.name};
-      plan.routes.push_back(std::move(r));
-      plan.keep_routes.push_back("mcp:" + m.name);
+    // The tool servers: one whose table changed is started again (its old
+    // source drains, and its server ends with it), one taken out ends
+    // once its calls did; the others run on.
+    auto mcp = mcp_changes(running_.mcp, next.mcp);
+    plan.retire.insert(plan.retire.end(), mcp.retire.begin(),
+                       mcp.retire.end());
+    for (auto& m : next.mcp.servers) {
+      plan.routes.push_back(mcp_route(m.name, next.mcp.kind));
+      if (mcp.keep.count(m.name) != 0 &&
+          next.mcp.route_print == running_.mcp.route_print)
+        plan.keep_routes.push_back("mcp:" + m.name);
     }
     for (auto& s : next.sources)
       if (std::find(ds.tuned.begin(), ds.tuned.end(), s.name) != ds.tuned.end())
@@ -183,7 +221,12 @@ reload_outcome config_reloader::apply_locked(file_config next,
       for (auto& s : next.sources)
         if (build.count(s.name) != 0)
           add_declared_source(rt_, s);
+      for (size_t i = 0; i < next.mcp.servers.size(); ++i)
+        if (mcp.keep.count(next.mcp.servers[i].name) == 0)
+          rt_.add_mcp_server(next.mcp.servers[i], next.mcp.settings[i],
+                             next.mcp.kind);
     });
+    out.mcp = std::move(mcp.summary);
   } catch (const std::exception& e) {
     return refused(trigger, e.what());
   } catch (...) {
@@ -206,7 +249,6 @@ reload_outcome config_reloader::apply_locked(file_config next,
       logger().error("config reload: a listener threw");
     }
   }
-  next.mcp = std::move(running_.mcp); // what runs until a restart
   running_ = std::move(next);
   out.ok = true;
   {
@@ -215,9 +257,9 @@ reload_outcome config_reloader::apply_locked(file_config next,
     status_.loaded_unix = unix_now();
   }
   logger().info("config reloaded ({}) from {}: generation {}; sources {}; "
-                "routes {}",
+                "routes {}; mcp servers {}",
                 trigger, origin, out.generation, summary(out.diff.sources),
-                summary(out.diff.routes));
+                summary(out.diff.routes), summary(out.mcp));
   if (!out.restart_needed.empty())
     logger().warn("config reload: [{}] changed in {} but takes effect only "
                   "after a restart; the node keeps the running values",

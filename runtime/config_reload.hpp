@@ -22,8 +22,10 @@ struct reload_outcome {
   uint64_t generation = 0;
   /// Why it was refused: "KEY (line N): problem", as `--check-config` says.
   std::string error;
-  /// Applied: what changed.
+  /// Applied: what changed, and what of the MCP servers (added, replaced:
+  /// started again, removed: ended once their calls did).
   policy::reload_diff diff;
+  policy::named_diff mcp;
   /// Applied: the parts of the file that changed but wait for a restart
   /// (of "node", "admission", "backend", "seed").
   std::vector<std::string> restart_needed;

@@ -144,6 +144,7 @@ void runtime::update(const update_plan& plan,
     staged_.clear(); // the lifetimes stop the actors
     tuned_.clear();
     staged_http_.clear();
+    staged_mcp_.clear();
     staged_owned_.clear();
     staging_free_.clear();
     staging_ = false;
@@ -245,6 +246,8 @@ void runtime::update(const update_plan& plan,
     }
     sources_.erase(i);
     http_sources_.erase(name);
+    if (name.rfind("mcp:", 0) == 0) // its server ends as the source drains
+      mcp_servers_.erase(name.substr(4));
   }
   {
     // A retired source's death is no news (its flag is set above, so its
@@ -261,6 +264,8 @@ void runtime::update(const update_plan& plan,
   }
   for (auto& [name, h] : staged_http_)
     http_sources_.insert_or_assign(name, std::move(h));
+  for (auto& [name, v] : staged_mcp_)
+    mcp_servers_.insert_or_assign(name, std::move(v));
   for (auto& [name, settings] : plan.tune) {
     auto i = tuned_.find(name);
     if (i == tuned_.end())
@@ -273,6 +278,7 @@ void runtime::update(const update_plan& plan,
   owned_.insert(owned_.end(), staged_owned_.begin(), staged_owned_.end());
   staged_.clear();
   staged_http_.clear();
+  staged_mcp_.clear();
   staged_owned_.clear();
   staging_free_.clear();
   staging_ = false;

@@ -87,6 +87,11 @@ private:
 struct actor_health;
 struct source_lifetime;
 
+/// The route of MCP server `server`'s tool calls: `mcp:NAME`, of kind
+/// `kind`, to its source `mcp:NAME` alone (one place for the node's start
+/// and a reload's plan).
+route_config mcp_route(const std::string& server, const std::string& kind);
+
 /// The facade an embedding service uses without knowing actors: build it
 /// from a config, register sources (built-in or the service's own actors) and
 /// routes, then make calls and get a `call_result` through a callback, a
@@ -142,7 +147,10 @@ public:
   add_mcp_server(const mcp_server_settings& server,
                  const source_settings& settings, const std::string& kind);
 
-  /// The view of MCP server `name` added with `add_mcp_server` (null: none).
+  /// The view of MCP server `name` added with `add_mcp_server` (null: none;
+  /// a reload's `update` may add, replace and retire servers: their source
+  /// `mcp:NAME` is added, or retired, and the route comes from the plan,
+  /// `mcp_route`).
   std::shared_ptr<const mcp_server_view>
   mcp_server(const std::string& name) const;
 
@@ -391,6 +399,7 @@ private:
   std::map<std::string, source_handle> staged_;
   std::map<std::string, source_handle> tuned_;
   std::map<std::string, http_source> staged_http_;
+  std::map<std::string, std::shared_ptr<const mcp_server_view>> staged_mcp_;
   std::vector<caf::actor> staged_owned_;
   /// Sources a reload took out, while calls still hold them.
   std::vector<std::pair<std::string, std::weak_ptr<source_lifetime>>> retired_;

@@ -186,14 +186,24 @@ runtime::add_mcp_server(const mcp_server_settings& server,
     caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
     throw;
   }
-  route_config r;
-  r.name = name;
-  r.kind = kind;
-  r.sources = {name};
-  add_route(std::move(r));
   std::unique_lock<std::shared_mutex> guard{mx_};
+  if (staging_) { // a reload: its plan has the route (mcp_route)
+    staged_mcp_[server.name] = s.view;
+    return s.view;
+  }
+  guard.unlock();
+  add_route(mcp_route(server.name, kind));
+  guard.lock();
   mcp_servers_[server.name] = s.view;
   return s.view;
+}
+
+route_config mcp_route(const std::string& server, const std::string& kind) {
+  route_config r;
+  r.name = "mcp:" + server;
+  r.kind = kind;
+  r.sources = {r.name};
+  return r;
 }
 
 std::shared_ptr<const mcp_server_view>

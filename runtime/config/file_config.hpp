@@ -242,6 +242,11 @@ struct mcp_settings {
   /// Each server's breaker, AIMD and quota (`[mcp.servers.NAME.breaker]`,
   /// ...), by index into `servers`.
   std::vector<source_settings> settings;
+  /// Each server's table as TOML (a reload starts a server whose table
+  /// changed again), by index into `servers`; and the kind's name and
+  /// table (a change builds the routes again, keeping the servers).
+  std::vector<std::string> prints;
+  std::string route_print;
   /// The call kind of tool calls (`[kinds.NAME]`; default "tool").
   std::string kind = "tool";
   /// MCP sessions kept at once; past it, the one idle longest is ended.

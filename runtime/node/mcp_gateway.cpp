@@ -30,18 +30,42 @@ std::string random_id() {
 mcp_gateway::mcp_gateway(
     std::vector<std::shared_ptr<const mcp_server_view>> servers,
     uint32_t max_sessions, duration session_idle)
-    : servers_(std::move(servers))
-    , max_sessions_(std::max<uint32_t>(max_sessions, 1))
+    : max_sessions_(std::max<uint32_t>(max_sessions, 1))
     , session_idle_(session_idle) {
+  set_servers(std::move(servers), max_sessions, session_idle);
+}
+
+void mcp_gateway::set_servers(
+    std::vector<std::shared_ptr<const mcp_server_view>> servers,
+    uint32_t max_sessions, duration session_idle) {
+  std::lock_guard<std::mutex> guard{mx_};
+  servers_ = std::move(servers);
+  max_sessions_ = std::max<uint32_t>(max_sessions, 1);
+  session_idle_ = session_idle;
+  tools_ = named_list{};
+  prompts_ = named_list{};
   for (auto& s : servers_) {
     tools_.dir.add_server(s->name, s->prefix);
     prompts_.dir.add_server(s->name, s->prefix);
   }
-  versions_.assign(servers_.size(), 0);
+  versions_.assign(servers_.size(), UINT64_MAX); // read at the next use
   tools_.defs.resize(servers_.size());
   prompts_.defs.resize(servers_.size());
-  resources_.resize(servers_.size());
-  templates_.resize(servers_.size());
+  resources_.assign(servers_.size(), nullptr);
+  templates_.assign(servers_.size(), nullptr);
+  uri_server_.clear();
+  template_prefixes_.clear();
+}
+
+bool mcp_gateway::enabled() const {
+  std::lock_guard<std::mutex> guard{mx_};
+  return !servers_.empty();
+}
+
+std::vector<std::shared_ptr<const mcp_server_view>>
+mcp_gateway::servers() const {
+  std::lock_guard<std::mutex> guard{mx_};
+  return servers_;
 }
 
 // -- sessions -----------------------------------------------------------------
@@ -234,6 +258,7 @@ mcp_gateway::resource_server(const std::string& uri) {
 }
 
 std::string mcp_gateway::prefix_of(const std::string& server) const {
+  std::lock_guard<std::mutex> guard{mx_};
   for (auto& s : servers_)
     if (s->name == server)
       return s->prefix;

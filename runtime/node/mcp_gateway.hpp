@@ -37,7 +37,13 @@ public:
   mcp_gateway(std::vector<std::shared_ptr<const mcp_server_view>> servers,
               uint32_t max_sessions, duration session_idle);
 
-  bool enabled() const noexcept { return !servers_.empty(); }
+  /// Whether any server is configured (else /mcp answers 404).
+  bool enabled() const;
+
+  /// The servers a reload left (added, started again, kept), and its
+  /// session limits. The lists are rebuilt from them; sessions stay.
+  void set_servers(std::vector<std::shared_ptr<const mcp_server_view>> servers,
+                   uint32_t max_sessions, duration session_idle);
 
   // -- sessions -----------------------------------------------------------
 
@@ -98,10 +104,7 @@ public:
   std::string prefix_of(const std::string& server) const;
 
   /// The servers, for /status.
-  const std::vector<std::shared_ptr<const mcp_server_view>>&
-  servers() const noexcept {
-    return servers_;
-  }
+  std::vector<std::shared_ptr<const mcp_server_view>> servers() const;
 
   // -- calls in flight ------------------------------------------------------
 

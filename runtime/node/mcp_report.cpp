@@ -44,7 +44,7 @@ json mcp_status(front_state& front) {
 }
 
 void write_mcp_metrics(prom_text& out, front_state& front) {
-  auto& servers = front.mcp.servers();
+  auto servers = front.mcp.servers();
   if (servers.empty())
     return;
   std::vector<mcp_server_view::snapshot> snaps;

@@ -299,6 +299,12 @@ void http_front::serve_reloads(config_reloader& reloader) {
     auto old_spend = state->spend();
     state->set_spend(std::make_shared<const node::spend_book>(next.node.spend,
                                                               old_spend.get()));
+    // MCP: the servers the reload left running, added or started again
+    // (their state changes on /events from now on).
+    node::stop_mcp_events(*state);
+    state->mcp.set_servers(state->rt.mcp_servers(), next.mcp.max_sessions,
+                           next.mcp.session_idle);
+    node::start_mcp_events(*state);
     // /events: the listener subscribes to the breakers it does not have.
     for (auto& s : state->rt.sources())
       caf::anon_send(state->event_relay, subscribe_atom_v, s.breaker.actor);

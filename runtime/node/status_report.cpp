@@ -139,6 +139,7 @@ json reload_json(const reload_outcome& r, std::vector<std::string> draining) {
           {"generation", r.generation},
           {"sources", diff(r.diff.sources)},
           {"routes", diff(r.diff.routes)},
+          {"mcp_servers", diff(r.mcp)},
           {"restart_needed", r.restart_needed},
           {"draining_sources", std::move(draining)}};
 }

@@ -31,7 +31,7 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-mcp-'));
 const serverLog = path.join(dir, 'server.log');
 const everything = path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const config = path.join(dir, 'sluice.toml');
-fs.writeFileSync(config, `
+const configText = `
 [admission]
 session_cap = 1
 wait_timeout_s = 0.3
@@ -46,7 +46,8 @@ command = ${JSON.stringify(process.execPath)}
 args = [${JSON.stringify(path.join(here, 'mcp_test_server.mjs'))}]
 env = { MCP_TEST_LOG = ${JSON.stringify(serverLog)} }
 restart_backoff_s = 0.2
-`);
+`;
+fs.writeFileSync(config, configText);
 
 const logLines = () => (fs.existsSync(serverLog) ? fs.readFileSync(serverLog, 'utf8').split('\n') : []);
 
@@ -294,6 +295,45 @@ try {
       return 'unknown session 404';
     });
     await client.close();
+
+    // Reloads: a server taken out ends (once its calls did); put back, it
+    // starts; a changed one is started again.
+    const reload = async (text) => {
+      fs.writeFileSync(config, text);
+      const r = await fetch(`http://127.0.0.1:${port}/admin/reload`, { method: 'POST' });
+      const body = await r.json();
+      expect(r.status === 200 && body.reloaded, `reload: ${r.status} ${JSON.stringify(body)}`);
+      return body;
+    };
+    const toolNames = async () => {
+      const c = await connect(port);
+      const { tools } = await c.client.listTools();
+      await c.client.close();
+      return tools.map((t) => t.name);
+    };
+    await check('a reload that takes a server out ends it; put back, it starts again', async () => {
+      const before = (await status(port)).servers.find((x) => x.name === 'ours');
+      const out = await reload(configText.slice(0, configText.indexOf('[mcp.servers.ours]')));
+      expect(JSON.stringify(out.mcp_servers.removed) === '["ours"]', `reload said ${JSON.stringify(out.mcp_servers)}`);
+      const deadline = Date.now() + 5000;
+      while (!logLines().includes(`stdin closed ${before.pid}`) && Date.now() < deadline) await sleep(50);
+      expect(logLines().includes(`stdin closed ${before.pid}`), `server ${before.pid} was not stopped: ${logLines().slice(-3).join('|')}`);
+      const names = await toolNames();
+      expect(!names.some((n) => n.startsWith('ours_')) && names.includes('everything_echo'), `tools ${names.join(',')}`);
+      const back = await reload(configText);
+      expect(JSON.stringify(back.mcp_servers.added) === '["ours"]', `reload said ${JSON.stringify(back.mcp_servers)}`);
+      await serversReady(port);
+      const again = await toolNames();
+      expect(again.includes('ours_slow_read'), `tools ${again.join(',')}`);
+      const changed = await reload(configText.replace('idle_timeout_s = 20', 'idle_timeout_s = 25'));
+      expect(JSON.stringify(changed.mcp_servers.replaced) === '["everything"]', `reload said ${JSON.stringify(changed.mcp_servers)}`);
+      await serversReady(port);
+      const c = await connect(port);
+      const e = await c.client.callTool({ name: 'everything_echo', arguments: { message: 'after reloads' } });
+      await c.client.close();
+      expect(text(e).includes('after reloads'), `echo said ${text(e)}`);
+      return `removed: ${before.pid} stopped, ours_* gone; added back: ${again.length} tools; everything replaced, echo answers`;
+    });
   })(), 120000, 'the MCP end-to-end test took over 120 s');
 } catch (e) {
   results.failed++;
