@@ -29,3 +29,15 @@ export function withTimeout(promise, ms, message) {
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
+
+// Polls `fn` until it returns a truthy value; throws `what` after `ms`.
+export async function until(fn, ms, what) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    last = await fn();
+    if (last) return last;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new CheckFailure(`${what} (not within ${ms} ms)`);
+}

@@ -23,7 +23,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { check, CheckFailure, expect, results, withTimeout } from './checks.mjs';
+import { check, expect, results, until, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
 
 const nodeBinary = process.argv[2];
@@ -131,20 +131,6 @@ type = "simulated"
 kind = "chat"
 sources = ["slow"]
 `;
-
-// -- checks -------------------------------------------------------------------
-
-// Polls `fn` until it returns a truthy value; throws `what` after `ms`.
-async function until(fn, ms, what) {
-  const deadline = Date.now() + ms;
-  let last;
-  while (Date.now() < deadline) {
-    last = await fn();
-    if (last) return last;
-    await sleep(100);
-  }
-  throw new CheckFailure(`${what} (not within ${ms} ms)`);
-}
 
 // -- traffic ------------------------------------------------------------------
 
