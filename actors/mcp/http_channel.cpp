@@ -205,8 +205,7 @@ void http_channel::stop(std::chrono::milliseconds grace) {
 }
 
 void http_channel::session_lost(std::string how) {
-  logger().warn("mcp server {}: {}", name_, how);
-  session_.clear();
+  session_.clear(); // the source logs `how` when it hears of it
   stopping_ = true;
   stream_timer_.cancel();
   auto all = active_;

@@ -1,0 +1,286 @@
+// The MCP source over Streamable HTTP against a server that breaks the
+// rules (SPEC §13, "think like an attacker"): floods, answers twice, never
+// answers, garbage, 5xx, 429, an empty 200, a lost session, an oversized
+// header. Each call gets one clear answer, retried only where safe, and the
+// source keeps serving. A scripted server on loopback (a thread per
+// connection); real time, short timeouts, no duration asserted.
+
+#include "sluice/actors/mcp/mcp_source.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "fakes/script_upstream.hpp"
+#include "sluice/messages/atoms.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using json = nlohmann::json;
+using sluice::testing::script_upstream;
+using tcp = boost::asio::ip::tcp;
+
+namespace {
+
+std::string http(int status, const std::string& type, const std::string& body,
+                 const std::string& extra = {}) {
+  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " +
+         type + "\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n" + extra + "\r\n" + body;
+}
+
+std::string answer(const json& id, const json& result) {
+  return json{{"jsonrpc", "2.0"}, {"id", id}, {"result", result}}.dump();
+}
+
+std::string event(const std::string& data) {
+  return "event: message\ndata: " + data + "\n\n";
+}
+
+// An MCP server that misbehaves as each call's `arguments.mode` says.
+struct hostile_mcp {
+  std::atomic<int> sessions{0};
+  std::atomic<bool> stop{false};
+  /// Extra bytes in initialize's answer header (0: none).
+  std::atomic<size_t> junk_header{0};
+
+  bool serve(script_upstream& up, tcp::socket& s, const std::string& req) {
+    auto body_at = req.find("\r\n\r\n");
+    auto body = body_at == std::string::npos ? "" : req.substr(body_at + 4);
+    if (req.rfind("GET", 0) == 0)
+      return up.send(s, http(405, "text/plain", ""));
+    if (req.rfind("DELETE", 0) == 0)
+      return up.send(s, http(200, "text/plain", ""));
+    auto m = json::parse(body, nullptr, false);
+    auto method = m.value("method", std::string{});
+    if (!m.contains("id")) // a notification
+      return up.send(s, http(202, "text/plain", ""));
+    auto id = m["id"];
+    if (method == "initialize") {
+      auto sid = "s" + std::to_string(++sessions);
+      std::string extra = "Mcp-Session-Id: " + sid + "\r\n";
+      if (auto junk = junk_header.load(); junk > 0)
+        extra += "X-Junk: " + std::string(junk, 'j') + "\r\n";
+      return up.send(
+          s, http(200, "application/json",
+                  answer(id, {{"protocolVersion", "2025-06-18"},
+                              {"capabilities", {{"tools", json::object()}}},
+                              {"serverInfo", {{"name", "hostile"}}}}),
+                  extra));
+    }
+    if (method == "tools/list") {
+      json tools = json::array(
+          {{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
+           {{"name", "r"},
+            {"inputSchema", {{"type", "object"}}},
+            {"annotations", {{"readOnlyHint", true}}}}});
+      return up.send(s, http(200, "application/json",
+                             answer(id, {{"tools", tools}})));
+    }
+    auto mode = m["params"]["arguments"].value("mode", std::string{"ok"});
+    json ok{{"content", json::array({{{"type", "text"}, {"text", mode}}})}};
+    if (mode == "ok")
+      return up.send(s, http(200, "application/json", answer(id, ok)));
+    if (mode == "sse_flood" || mode == "twice") {
+      std::string events;
+      if (mode == "sse_flood") {
+        json progress{{"jsonrpc", "2.0"},
+                      {"method", "notifications/progress"},
+                      {"params", {{"progressToken", "nobody"}, {"progress", 1}}}};
+        for (int i = 0; i < 5000; ++i)
+          events += event(progress.dump());
+        events += event(std::string(10000, 'x')); // over max_message_bytes
+      }
+      events += event(answer(id, ok));
+      if (mode == "twice")
+        events += event(answer(id, ok));
+      return up.send(s, http(200, "text/event-stream", events));
+    }
+    if (mode == "silent") { // holds the request until the client leaves
+      char c;
+      boost::system::error_code ec;
+      while (!stop && !ec)
+        s.read_some(boost::asio::buffer(&c, 1), ec);
+      return false;
+    }
+    if (mode == "s500")
+      return up.send(s, http(500, "application/json", "{}"));
+    if (mode == "s429")
+      return up.send(s, http(429, "text/plain", "slow down",
+                             "Retry-After: 1\r\n"));
+    if (mode == "empty200")
+      return up.send(s, http(200, "application/json", ""));
+    if (mode == "garbage")
+      return up.send(s, http(200, "application/json", "not json{"));
+    if (mode == "lost")
+      return up.send(s, http(404, "application/json", "{}"));
+    return up.send(s, http(400, "text/plain", "?"));
+  }
+};
+
+struct fixture {
+  hostile_mcp mcp;
+  script_upstream server{
+      [this](script_upstream& up, tcp::socket& s, const std::string& req) {
+        return mcp.serve(up, s, req);
+      }};
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  mcp_source src;
+
+  void start() {
+    mcp_server_settings c;
+    c.name = "hostile";
+    c.prefix = "h_";
+    c.transport = mcp_transport::http;
+    c.url = server.url() + "/mcp";
+    c.idle_timeout = 400ms;
+    c.init_timeout = 2s;
+    c.restart_backoff = 50ms;
+    c.restart_backoff_max = 200ms;
+    c.stop_grace = 500ms;
+    c.max_message_bytes = 4096;
+    src = spawn_mcp_source(sys, c);
+  }
+
+  ~fixture() {
+    mcp.stop = true;
+    caf::anon_send_exit(src.actor, caf::exit_reason::user_shutdown);
+  }
+
+  template <class Pred>
+  bool wait_until(Pred p, std::chrono::milliseconds most = 5s) {
+    auto until = std::chrono::steady_clock::now() + most;
+    while (!p()) {
+      if (std::chrono::steady_clock::now() > until)
+        return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  }
+
+  bool ready() {
+    return wait_until([this] {
+      auto s = src.view->read();
+      return s.state == mcp_server_view::state_kind::ready && s.tools &&
+             s.tools->size() == 2;
+    });
+  }
+
+  source_reply call(const std::string& tool, const std::string& mode) {
+    json payload{{"method", "tools/call"},
+                 {"params", {{"name", tool}, {"arguments", {{"mode", mode}}}}}};
+    call_request req{"mcp:hostile", payload.dump()};
+    req.timeout = 5s;
+    source_reply out;
+    out.reason = "no answer";
+    caf::scoped_actor self{sys};
+    self->request(src.actor, 10s, attempt_atom_v, req)
+        .receive([&](source_reply& r) { out = std::move(r); },
+                 [&](caf::error& e) { out.reason = to_string(e); });
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(fixture, "mcp http source: floods, twice, garbage: each "
+                          "call one answer, the rest counted") {
+  start();
+  REQUIRE(ready());
+  auto r = call("w", "ok");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(r.body.find("\"ok\"") != std::string::npos);
+  // 5,000 notifications for no call of ours and an event over the limit,
+  // then the answer: answered; the oversized event counted.
+  auto bad = src.view->bad_lines.load();
+  r = call("w", "sse_flood");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(src.view->bad_lines.load() == bad + 1);
+  CHECK(src.view->progress.load() == 0);
+  // Answered twice: the first is the call's, the second a bad line.
+  bad = src.view->bad_lines.load();
+  r = call("w", "twice");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(wait_until([&] { return src.view->bad_lines.load() == bad + 1; }));
+  // Garbage for a body: counted, and the call fails at once (not at its
+  // idle timeout), unsafe to send again: the server had it.
+  bad = src.view->bad_lines.load();
+  r = call("w", "garbage");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK(r.unsafe_to_retry);
+  CHECK(src.view->bad_lines.load() == bad + 1);
+  // An empty 200: the same.
+  r = call("w", "empty200");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK(r.unsafe_to_retry);
+  CHECK(r.reason.find("without the answer") != std::string::npos);
+  // Still serving.
+  CHECK(call("r", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: statuses say how far a call got "
+                          "(retry safety)") {
+  start();
+  REQUIRE(ready());
+  // 5xx: the server may have run it: a tool with effects is not retried,
+  // a read-only one may be.
+  auto r = call("w", "s500");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK(r.unsafe_to_retry);
+  r = call("r", "s500");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK_FALSE(r.unsafe_to_retry);
+  // 429: its admission turned it away: safe even with effects.
+  r = call("w", "s429");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK_FALSE(r.unsafe_to_retry);
+  // Silent past idle_timeout: a timeout, unsafe for the tool with effects.
+  r = call("w", "silent");
+  CHECK(r.kind == policy::outcome_kind::timeout);
+  CHECK(r.unsafe_to_retry);
+  r = call("r", "silent");
+  CHECK(r.kind == policy::outcome_kind::timeout);
+  CHECK_FALSE(r.unsafe_to_retry);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: a lost session is not sent, and "
+                          "a new one is started") {
+  start();
+  REQUIRE(ready());
+  auto r = call("w", "lost");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK_FALSE(r.unsafe_to_retry);
+  CHECK(wait_until([&] { return mcp.sessions.load() >= 2; }));
+  REQUIRE(ready());
+  CHECK(src.view->read().restarts >= 1);
+  CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: an oversized answer header "
+                          "fails initialize, and the source keeps trying") {
+  mcp.junk_header = 100 * 1024; // past the 64 KiB header limit
+  start();
+  CHECK(wait_until([&] { return mcp.sessions.load() >= 3; }));
+  auto s = src.view->read();
+  CHECK(s.state != mcp_server_view::state_kind::ready);
+  CHECK(s.restarts >= 2);
+  // A call meanwhile waits for a start that never comes: it times out,
+  // never sent, so safe to try again elsewhere.
+  auto r = call("w", "ok");
+  CHECK(r.kind == policy::outcome_kind::timeout);
+  CHECK_FALSE(r.unsafe_to_retry);
+  // The server behaves again: the source gets there.
+  mcp.junk_header = 0;
+  REQUIRE(ready());
+  CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
