@@ -413,14 +413,21 @@ void http_channel::on_header(const exchange_ptr& ex) {
 
 void http_channel::on_body(const exchange_ptr& ex, std::string piece) {
   if (ex->sse) {
-    auto before = ex->sse->dropped_events();
-    ex->sse->feed(piece, [this](std::string_view data) {
+    // Drops are told in their place among the messages (before the ones
+    // that came after them).
+    auto& sse = *ex->sse;
+    auto told = sse.dropped_events();
+    auto tell_drops = [&] {
+      for (; told < sse.dropped_events(); ++told)
+        if (h_.dropped)
+          h_.dropped();
+    };
+    sse.feed(piece, [&](std::string_view data) {
+      tell_drops();
       if (h_.message)
         h_.message(data);
     });
-    for (auto n = ex->sse->dropped_events() - before; n > 0; --n)
-      if (h_.dropped)
-        h_.dropped();
+    tell_drops();
     return;
   }
   if (ex->json_over)
