@@ -227,16 +227,21 @@ void stdio_child::read_out() {
             self->watch(std::chrono::milliseconds{20});
           return;
         }
+        // Drops are told in their place among the lines.
+        auto tell_drops = [&] {
+          while (self->dropped_seen_ < self->out_lines_.dropped_lines()) {
+            ++self->dropped_seen_;
+            if (self->h_.dropped)
+              self->h_.dropped();
+          }
+        };
         self->out_lines_.feed(std::string_view{self->out_chunk_, n},
                               [&](std::string_view line) {
+                                tell_drops();
                                 if (self->h_.message)
                                   self->h_.message(line);
                               });
-        while (self->dropped_seen_ < self->out_lines_.dropped_lines()) {
-          ++self->dropped_seen_;
-          if (self->h_.dropped)
-            self->h_.dropped();
-        }
+        tell_drops();
         self->read_out();
       });
 }
