@@ -186,14 +186,7 @@ void http_channel::relisten() {
 void http_channel::stop(std::chrono::milliseconds grace) {
   if (stopping_)
     return;
-  stopping_ = true;
-  stream_timer_.cancel();
-  auto all = active_;
-  for (auto& [id, ex] : all) {
-    ex->done = nullptr;
-    close(ex);
-  }
-  idle_.clear();
+  close_all();
   if (session_.empty())
     return end("stopped");
   // MCP: a client that leaves ends its session with a DELETE.
@@ -206,15 +199,19 @@ void http_channel::stop(std::chrono::milliseconds grace) {
 
 void http_channel::session_lost(std::string how) {
   session_.clear(); // the source logs `how` when it hears of it
+  close_all();
+  end(std::move(how));
+}
+
+void http_channel::close_all() {
   stopping_ = true;
   stream_timer_.cancel();
   auto all = active_;
   for (auto& [id, ex] : all) {
-    ex->done = nullptr;
+    ex->done = nullptr; // the source fails what it still waits for
     close(ex);
   }
   idle_.clear();
-  end(std::move(how));
 }
 
 // -- one exchange ----------------------------------------------------------------

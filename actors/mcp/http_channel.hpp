@@ -97,6 +97,8 @@ private:
   void close(const exchange_ptr& ex);
   void relisten();
   void session_lost(std::string how);
+  /// Stops every exchange (no `done` called) and opens no more.
+  void close_all();
 
   boost::asio::io_context& ioc_;
   std::string name_;

@@ -19,6 +19,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
+import { promptsAndResources, serversReady, status, text } from './mcp_checks.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
@@ -51,20 +52,7 @@ fs.writeFileSync(config, configText);
 
 const logLines = () => (fs.existsSync(serverLog) ? fs.readFileSync(serverLog, 'utf8').split('\n') : []);
 
-async function status(port) {
-  const r = await fetch(`http://127.0.0.1:${port}/status`);
-  return (await r.json()).mcp;
-}
 
-async function serversReady(port, ms = 20000) {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const s = await status(port);
-    if (s.servers.every((x) => x.state === 'ready' && x.tools > 0)) return s;
-    await sleep(100);
-  }
-  throw new Error(`servers not ready: ${JSON.stringify(await status(port))}`);
-}
 
 async function connect(port) {
   const client = new Client({ name: 'sluice-e2e', version: '1.0.0' });
@@ -73,7 +61,6 @@ async function connect(port) {
   return { client, transport };
 }
 
-const text = (result) => result.content?.map((c) => c.text).join('') ?? '';
 
 const node = startNode(binary, { config });
 try {
@@ -108,27 +95,7 @@ try {
       return `${JSON.stringify(text(e))}, ${JSON.stringify(text(s))}`;
     });
 
-    await check('prompts and resources pass through (listed, got, read; templates routed)', async () => {
-      const { prompts } = await client.listPrompts();
-      const names = prompts.map((p) => p.name);
-      expect(names.includes('everything_args-prompt'), `prompts ${names.join(',')}`);
-      const got = await client.getPrompt({ name: 'everything_args-prompt', arguments: { city: 'Oslo' } });
-      const said = JSON.stringify(got.messages);
-      expect(said.includes('Oslo'), `prompt said ${said}`);
-      const { resources } = await client.listResources();
-      const { resourceTemplates } = await client.listResourceTemplates();
-      expect(resources.length > 0 && resourceTemplates.length > 0,
-        `${resources.length} resources, ${resourceTemplates.length} templates`);
-      const doc = await client.readResource({ uri: resources[0].uri });
-      expect(doc.contents?.[0]?.uri === resources[0].uri, `read ${JSON.stringify(doc).slice(0, 200)}`);
-      const dyn = await client.readResource({ uri: 'demo://resource/dynamic/text/7' });
-      expect((dyn.contents?.[0]?.text ?? '').includes('Resource 7'), `read ${JSON.stringify(dyn).slice(0, 200)}`);
-      let err = null;
-      try { await client.readResource({ uri: 'nope://x' }); } catch (e) { err = e; }
-      expect(err?.code === -32002, `unknown uri: ${err?.code}`);
-      return `${prompts.length} prompts, ${resources.length} resources, ${resourceTemplates.length} templates; ` +
-        `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri -32002`;
-    });
+    await check('prompts and resources pass through (listed, got, read; templates routed)', () => promptsAndResources(client));
 
     await check('an unknown tool is a JSON-RPC error', async () => {
       try {

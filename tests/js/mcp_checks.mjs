@@ -1,0 +1,50 @@
+// What the MCP end-to-end tests (mcp_e2e.mjs: stdio servers;
+// mcp_http_e2e.mjs: Streamable HTTP ones) share: /status's MCP part, waiting
+// for the servers, a result's text, and the prompts-and-resources check
+// against server-everything under the prefix "everything_".
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from './checks.mjs';
+
+export const text = (result) => result.content?.map((c) => c.text).join('') ?? '';
+
+export async function status(port) {
+  const r = await fetch(`http://127.0.0.1:${port}/status`);
+  return (await r.json()).mcp;
+}
+
+// Resolves with /status's MCP part once every server is ready with tools.
+export async function serversReady(port, ms = 20000) {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const s = await status(port);
+    if (s.servers.every((x) => x.state === 'ready' && x.tools > 0)) return s;
+    await sleep(100);
+  }
+  throw new Error(`servers not ready: ${JSON.stringify(await status(port))}`);
+}
+
+// Prompts and resources of server-everything through the gateway: listed,
+// a prompt got, a listed resource and a templated one read, an unknown URI
+// refused. Returns what was seen.
+export async function promptsAndResources(client) {
+  const { prompts } = await client.listPrompts();
+  const names = prompts.map((p) => p.name);
+  expect(names.includes('everything_args-prompt'), `prompts ${names.join(',')}`);
+  const got = await client.getPrompt({ name: 'everything_args-prompt', arguments: { city: 'Oslo' } });
+  const said = JSON.stringify(got.messages);
+  expect(said.includes('Oslo'), `prompt said ${said}`);
+  const { resources } = await client.listResources();
+  const { resourceTemplates } = await client.listResourceTemplates();
+  expect(resources.length > 0 && resourceTemplates.length > 0,
+    `${resources.length} resources, ${resourceTemplates.length} templates`);
+  const doc = await client.readResource({ uri: resources[0].uri });
+  expect(doc.contents?.[0]?.uri === resources[0].uri, `read ${JSON.stringify(doc).slice(0, 200)}`);
+  const dyn = await client.readResource({ uri: 'demo://resource/dynamic/text/7' });
+  expect((dyn.contents?.[0]?.text ?? '').includes('Resource 7'), `read ${JSON.stringify(dyn).slice(0, 200)}`);
+  let err = null;
+  try { await client.readResource({ uri: 'nope://x' }); } catch (e) { err = e; }
+  expect(err?.code === -32002, `unknown uri: ${err?.code}`);
+  return `${prompts.length} prompts, ${resources.length} resources, ${resourceTemplates.length} templates; ` +
+    `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri -32002`;
+}
