@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include <boost/asio/post.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -293,6 +294,57 @@ caf::behavior mcp_source_actor(mcp_actor* self, mcp_server_settings cfg,
 }
 
 } // namespace
+
+// -- the channel's exchanges ------------------------------------------------------
+
+uint64_t send_text(mcp_actor* self, std::string text,
+                   std::function<void(mcp_actor*, mcp::send_outcome)> on_failed,
+                   duration timeout) {
+  auto& st = self->state;
+  if (!st.link || !st.io) {
+    if (on_failed) {
+      mcp::send_outcome out;
+      out.ok = false;
+      out.delivery = pmcp::delivery::not_sent;
+      out.reason = "not sent: the server is not running";
+      on_failed(self, std::move(out));
+    }
+    return 0;
+  }
+  weak_self<mcp_actor> me{self};
+  auto gen = st.gen;
+  mcp::send_done done;
+  if (on_failed)
+    done = [me, gen, on_failed](mcp::send_outcome out) {
+      back_to(me, [gen, on_failed, out = std::move(out)](mcp_actor* self) {
+        if (self->state.gen == gen)
+          on_failed(self, out);
+      });
+    };
+  auto id = st.next_exchange++;
+  boost::asio::post(st.io->loop(), [c = st.link, id, text = std::move(text),
+                                    done = std::move(done), timeout] {
+    try {
+      c->send(id, std::move(text), done, timeout);
+    } catch (const std::exception& e) {
+      if (done) {
+        mcp::send_outcome out;
+        out.ok = false;
+        out.delivery = pmcp::delivery::not_sent;
+        out.reason = std::string{"not sent: "} + e.what();
+        done(std::move(out));
+      }
+    }
+  });
+  return id;
+}
+
+void cancel_exchange(mcp_actor* self, uint64_t id) {
+  auto& st = self->state;
+  if (id == 0 || !st.link || !st.io)
+    return;
+  boost::asio::post(st.io->loop(), [c = st.link, id] { c->cancel(id); });
+}
 
 void end_call(mcp_actor* self, uint64_t id, source_reply r) {
   auto& st = self->state;
