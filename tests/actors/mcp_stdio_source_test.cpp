@@ -1,0 +1,184 @@
+// The MCP source over stdio against a child that breaks the rules (SPEC
+// §13, "think like an attacker"): garbage on stdout, answers twice, floods
+// of notifications and of log lines, silence, an exit mid-call. Each call
+// gets one clear answer, retried only where safe; the bad lines are
+// counted; a cancelled call is told to the child; the source's end ends
+// the child. Real processes (tests/fakes/hostile_mcp_child.cpp), short
+// timeouts, no duration asserted.
+
+#include "sluice/actors/mcp/mcp_source.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "sluice/messages/atoms.hpp"
+
+using namespace std::chrono_literals;
+using namespace sluice;
+using json = nlohmann::json;
+
+namespace {
+
+struct child_fixture {
+  std::string log = "/tmp/sluice-hostile-mcp-" + std::to_string(::getpid()) +
+                    "-" + std::to_string(reinterpret_cast<uintptr_t>(this));
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  mcp_source src;
+
+  child_fixture() {
+    std::remove(log.c_str());
+    mcp_server_settings c;
+    c.name = "child";
+    c.prefix = "c_";
+    c.command = SLUICE_HOSTILE_MCP_CHILD;
+    c.env = {{"FAKE_MCP_LOG", log}};
+    c.idle_timeout = 400ms;
+    c.init_timeout = 2s;
+    c.restart_backoff = 50ms;
+    c.restart_backoff_max = 200ms;
+    c.stop_grace = 500ms;
+    c.max_message_bytes = 4096;
+    src = spawn_mcp_source(sys, c);
+  }
+
+  ~child_fixture() {
+    caf::anon_send_exit(src.actor, caf::exit_reason::user_shutdown);
+    std::remove(log.c_str());
+  }
+
+  template <class Pred>
+  bool wait_until(Pred p, std::chrono::milliseconds most = 5s) {
+    auto until = std::chrono::steady_clock::now() + most;
+    while (!p()) {
+      if (std::chrono::steady_clock::now() > until)
+        return false;
+      std::this_thread::sleep_for(10ms);
+    }
+    return true;
+  }
+
+  bool ready() {
+    return wait_until([this] {
+      auto s = src.view->read();
+      return s.state == mcp_server_view::state_kind::ready && s.tools &&
+             s.tools->size() == 2;
+    });
+  }
+
+  static call_request request(const std::string& tool,
+                              const std::string& mode) {
+    json payload{{"method", "tools/call"},
+                 {"params", {{"name", tool}, {"arguments", {{"mode", mode}}}}}};
+    call_request req{"mcp:child", payload.dump()};
+    req.timeout = 5s;
+    return req;
+  }
+
+  source_reply call(const std::string& tool, const std::string& mode) {
+    source_reply out;
+    out.reason = "no answer";
+    caf::scoped_actor self{sys};
+    self->request(src.actor, 10s, attempt_atom_v, request(tool, mode))
+        .receive([&](source_reply& r) { out = std::move(r); },
+                 [&](caf::error& e) { out.reason = to_string(e); });
+    return out;
+  }
+
+  std::string logged() {
+    std::ifstream f{log};
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(child_fixture, "mcp stdio source: garbage, twice and "
+                                "floods: each call one answer, the rest "
+                                "counted") {
+  REQUIRE(ready());
+  CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+  // Not JSON, cut JSON, a batch, invalid UTF-8, a line over the limit.
+  auto bad = src.view->bad_lines.load();
+  auto r = call("w", "garbage");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(src.view->bad_lines.load() == bad + 5);
+  // Twice, and an answer to an id never asked: the first is the call's.
+  bad = src.view->bad_lines.load();
+  r = call("w", "twice");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(wait_until([&] { return src.view->bad_lines.load() == bad + 2; }));
+  // 20,000 notifications, then the answer.
+  r = call("w", "flood");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  // 5,000 log lines and one of 100 KiB (logged at a rate limit, cut).
+  r = call("w", "stderr");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(src.view->read().restarts == 0);
+}
+
+TEST_CASE_METHOD(child_fixture, "mcp stdio source: silence and an exit "
+                                "mid-call, retried only where safe") {
+  REQUIRE(ready());
+  auto r = call("w", "silent");
+  CHECK(r.kind == policy::outcome_kind::timeout);
+  CHECK(r.unsafe_to_retry);
+  r = call("r", "silent");
+  CHECK(r.kind == policy::outcome_kind::timeout);
+  CHECK_FALSE(r.unsafe_to_retry);
+  auto pid = src.view->read().pid;
+  r = call("w", "exit");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK(r.unsafe_to_retry);
+  CHECK(r.reason == "server exited");
+  REQUIRE(ready());
+  auto s = src.view->read();
+  CHECK(s.restarts == 1);
+  CHECK(s.pid != pid);
+  CHECK(s.last_exit == "exited with status 3");
+  r = call("r", "exit");
+  CHECK(r.kind == policy::outcome_kind::transient);
+  CHECK_FALSE(r.unsafe_to_retry);
+  REQUIRE(ready());
+  CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(child_fixture, "mcp stdio source: a cancelled call is told "
+                                "to the child; the source's end ends it") {
+  REQUIRE(ready());
+  {
+    caf::scoped_actor self{sys};
+    self->send(src.actor, attempt_atom_v, request("w", "silent"));
+    std::this_thread::sleep_for(100ms);
+    // Not in the typed interface: the built-in sources take it anyway.
+    self->send(caf::actor_cast<caf::actor>(src.actor), cancel_atom_v);
+    CHECK(wait_until([&] { return src.view->cancels_sent.load() == 1; }));
+  }
+  CHECK(wait_until([&] {
+    return logged().find("cancelled ") != std::string::npos;
+  }));
+  auto pid = src.view->read().pid;
+  REQUIRE(pid > 0);
+  caf::anon_send_exit(src.actor, caf::exit_reason::user_shutdown);
+  // Ended and reaped: no such process any more (not even a zombie).
+  CHECK(wait_until([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; },
+                   3s));
+}
