@@ -24,8 +24,7 @@ std::string plain_string(table_reader& r, const toml::node& v,
   auto s = v.value<std::string>();
   if (!s)
     r.fail(key, "must be a string", &v);
-  if (s->size() > max_server_string_bytes ||
-      s->find('\0') != std::string::npos)
+  if (s->size() > max_server_string_bytes || s->find('\0') != std::string::npos)
     r.fail(key, "must be at most 4096 bytes, no NUL", &v);
   return *s;
 }
@@ -77,7 +76,7 @@ mcp_server_settings read_server(const std::string& name, const toml::table& t,
                    std::string value) {
     if (value.rfind("env:", 0) == 0 || value.rfind("file:", 0) == 0) {
       try {
-        return read_secret(value);
+        return read_secret_value(value);
       } catch (const std::invalid_argument& ex) {
         tr.fail(key, ex.what(), &v);
       }
@@ -150,7 +149,7 @@ mcp_server_settings read_server(const std::string& name, const toml::table& t,
   try {
     validate(s);
   } catch (const field_error& e) {
-    r.fail(e.field(), e.what());
+    r.fail(e.field(), e.problem());
   }
   r.done();
   return s;
@@ -184,7 +183,7 @@ void read_mcp(table_reader& r, mcp_settings& m) {
     try {
       policy::mcp::tool_directory::check_prefixes(prefixes);
     } catch (const std::invalid_argument& e) {
-      servers.fail("", e.what());
+      r.fail("servers", e.what());
     }
     servers.done();
   }

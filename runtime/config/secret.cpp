@@ -1,5 +1,7 @@
 #include "sluice/runtime/config/secret.hpp"
 
+#include <utility>
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -16,7 +18,8 @@ void check_secret(const std::string& s, const std::string& origin) {
   if (s.empty())
     throw std::invalid_argument(origin + " is empty");
   if (s.size() < secret_min_bytes)
-    throw std::invalid_argument(origin + " is too short: a key needs at least " +
+    throw std::invalid_argument(origin +
+                                " is too short: a key needs at least " +
                                 std::to_string(secret_min_bytes) + " bytes");
   if (s.size() > secret_file_limit)
     throw std::invalid_argument(origin + " is longer than " +
@@ -30,7 +33,10 @@ void check_secret(const std::string& s, const std::string& origin) {
 
 } // namespace
 
-std::string read_secret(std::string_view ref) {
+namespace {
+
+// The text `ref` names, and what names it (for messages).
+std::pair<std::string, std::string> read_reference(std::string_view ref) {
   if (ref.rfind("env:", 0) == 0) {
     std::string var{ref.substr(4)};
     if (var.empty())
@@ -39,9 +45,7 @@ std::string read_secret(std::string_view ref) {
     if (value == nullptr)
       throw std::invalid_argument("environment variable " + var +
                                   " is not set");
-    std::string s{value};
-    check_secret(s, "environment variable " + var);
-    return s;
+    return {std::string{value}, "environment variable " + var};
   }
   if (ref.rfind("file:", 0) == 0) {
     std::string path{ref.substr(5)};
@@ -52,11 +56,28 @@ std::string read_secret(std::string_view ref) {
       s.pop_back();
     if (!s.empty() && s.back() == '\r')
       s.pop_back();
-    check_secret(s, "'" + path + "'");
-    return s;
+    return {std::move(s), "'" + path + "'"};
   }
   throw std::invalid_argument("must be \"env:VAR\" or \"file:PATH\" (a key is "
                               "never written in the config itself)");
+}
+
+} // namespace
+
+std::string read_secret(std::string_view ref) {
+  auto [s, where] = read_reference(ref);
+  check_secret(s, where);
+  return std::move(s);
+}
+
+std::string read_secret_value(std::string_view ref) {
+  auto [s, where] = read_reference(ref);
+  if (s.empty() || s.size() > secret_file_limit ||
+      s.find('\0') != std::string::npos)
+    throw std::invalid_argument(where + " must hold 1 to " +
+                                std::to_string(secret_file_limit) +
+                                " bytes, no NUL");
+  return std::move(s);
 }
 
 sha256_digest sha256(std::string_view bytes) {

@@ -30,6 +30,12 @@ constexpr size_t secret_min_bytes = 16;
 /// contains the secret.
 std::string read_secret(std::string_view ref);
 
+/// Reads a value a config names by reference as `read_secret` does, for
+/// what is no client key (a tool server's token, an environment value): 1
+/// to `secret_file_limit` bytes, no NUL; its user checks the rest (a
+/// header's value: no line break). Never in a message either.
+std::string read_secret_value(std::string_view ref);
+
 /// SHA-256 of `bytes` (OpenSSL).
 sha256_digest sha256(std::string_view bytes);
 
