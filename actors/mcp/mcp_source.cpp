@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <boost/asio/post.hpp>
+#include <boost/beast/core/string.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -51,6 +52,25 @@ std::string_view to_string(mcp_server_view::state_kind x) noexcept {
   return "?";
 }
 
+namespace {
+
+// A header the config gives a tool server: what a caller may send
+// (`upstream::forwardable`: a token name, no control byte in the value) or
+// a credential, which only the config may set; never one the channel owns
+// (the MCP session, the revision, what it accepts).
+bool config_header(const std::string& name, const std::string& value) {
+  for (auto own : {"mcp-session-id", "mcp-protocol-version", "accept"})
+    if (boost::beast::iequals(name, own))
+      return false;
+  for (auto credential : {"authorization", "proxy-authorization", "api-key",
+                          "x-api-key", "cookie"})
+    if (boost::beast::iequals(name, credential))
+      return upstream::forwardable("x", value);
+  return upstream::forwardable(name, value);
+}
+
+} // namespace
+
 void validate(const mcp_server_settings& cfg) {
   if (cfg.transport == mcp_transport::stdio && cfg.command.empty())
     throw field_error("command", "a stdio server needs a command");
@@ -69,12 +89,11 @@ void validate(const mcp_server_settings& cfg) {
       }
     }
     for (auto& [name, value] : cfg.headers)
-      if (!upstream::forwardable(name, value) &&
-          name != "Authorization" && name != "authorization")
+      if (!config_header(name, value))
         throw field_error("headers", "'" + name +
                                          "' is no header the gateway may "
                                          "send, or its value holds a line "
-                                         "break");
+                                         "break or control byte");
     if (cfg.connect_timeout <= duration::zero())
       throw field_error("connect_timeout_s", "must be positive");
   }
@@ -155,17 +174,18 @@ void arm(mcp_actor* self, uint64_t id) {
   p->deadline = policy::read_deadline(call_timeouts(st.cfg), p->sent,
                                       p->progressed, now, p->attempt_deadline);
   auto at = p->deadline;
-  self->delayed_send(self, at - now, actor_thunk{[id, at](caf::local_actor* a) {
-    auto* self = static_cast<mcp_actor*>(a);
-    auto* p = self->state.calls.find(id);
-    if (!p || p->deadline != at)
-      return; // answered, or progress moved it
-    bool silent = !p->attempt_deadline || at < *p->attempt_deadline;
-    fail_call(self, id, outcome_kind::timeout, mcp_request_timeout,
-              "server " + self->state.cfg.name + " did not answer in time",
-              silent ? "timeout: no answer or progress (idle_timeout_s)"
-                     : "timeout: call");
-  }});
+  self->delayed_send(
+      self, at - now, actor_thunk{[id, at](caf::local_actor* a) {
+        auto* self = static_cast<mcp_actor*>(a);
+        auto* p = self->state.calls.find(id);
+        if (!p || p->deadline != at)
+          return; // answered, or progress moved it
+        bool silent = !p->attempt_deadline || at < *p->attempt_deadline;
+        fail_call(self, id, outcome_kind::timeout, mcp_request_timeout,
+                  "server " + self->state.cfg.name + " did not answer in time",
+                  silent ? "timeout: no answer or progress (idle_timeout_s)"
+                         : "timeout: call");
+      }});
 }
 
 // A call the server will not answer is dropped from its channel too (an
@@ -219,7 +239,8 @@ caf::result<source_reply> attempt(mcp_actor* self, const call_request& req) {
   if (!meta.is_object())
     meta = json::object();
   auto token = meta.find("progressToken");
-  if (token != meta.end() && (token->is_string() || token->is_number_integer())) {
+  if (token != meta.end() &&
+      (token->is_string() || token->is_number_integer())) {
     p.token = token->dump();
     p.relay = true;
     p.stream_to = req.stream_to;
@@ -242,7 +263,8 @@ caf::result<source_reply> attempt(mcp_actor* self, const call_request& req) {
   auto promise = p.promise;
   st.by_token.emplace(p.token, id);
   st.calls.add(self, id, std::move(p));
-  st.calls.find(id)->line = mcp::request_text(std::to_string(id), method, params);
+  st.calls.find(id)->line =
+      mcp::request_text(std::to_string(id), method, params);
   // A server (re)starting: the call waits for it, within its deadline.
   if (st.ready)
     write_call(self, id);
@@ -283,19 +305,19 @@ caf::behavior mcp_source_actor(mcp_actor* self, mcp_server_settings cfg,
   start_server(self);
   return {
       [self](cancel_atom) {
-        cancel_requester(self,
-                         caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        cancel_requester(
+            self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
       },
-      [self](attempt_atom, const call_request& req) -> caf::result<source_reply> {
-        return attempt(self, req);
-      },
+      [self](attempt_atom, const call_request& req)
+          -> caf::result<source_reply> { return attempt(self, req); },
       [self](actor_thunk& t) { t.run(self); },
   };
 }
 
 } // namespace
 
-// -- the channel's exchanges ------------------------------------------------------
+// -- the channel's exchanges
+// ------------------------------------------------------
 
 uint64_t send_text(mcp_actor* self, std::string text,
                    std::function<void(mcp_actor*, mcp::send_outcome)> on_failed,
@@ -433,7 +455,7 @@ void write_call(mcp_actor* self, uint64_t id) {
         auto& st = self->state;
         auto* p = st.calls.find(id);
         if (!p)
-          return; // answered
+          return;     // answered
         if (out.ok) { // an answer stream that ended without the answer
           out.delivery = pmcp::delivery::sent;
           out.kind = outcome_kind::transient;
@@ -446,8 +468,7 @@ void write_call(mcp_actor* self, uint64_t id) {
             out.kind != outcome_kind::permanent)
           message = "server " + st.cfg.name + " did not take the call (" +
                     out.reason + ")";
-        fail_call(self, id, out.kind, code, message, out.reason,
-                  out.delivery);
+        fail_call(self, id, out.kind, code, message, out.reason, out.delivery);
       });
 }
 

@@ -41,7 +41,7 @@ transport = "http"
 url = "https://127.0.0.1:3001/mcp"
 prefix = "r_"
 connect_timeout_s = 2
-headers = { Authorization = "env:SLUICE_TEST_MCP_TOKEN" }
+headers = { Authorization = "env:SLUICE_TEST_MCP_TOKEN", X-API-Key = "k" }
 )toml");
   REQUIRE(cfg.mcp.servers.size() == 2);
   auto& local = cfg.mcp.servers[0];
@@ -54,7 +54,7 @@ headers = { Authorization = "env:SLUICE_TEST_MCP_TOKEN" }
   CHECK(remote.url == "https://127.0.0.1:3001/mcp");
   CHECK(remote.prefix == "r_");
   CHECK(remote.connect_timeout == 2s);
-  REQUIRE(remote.headers.size() == 1);
+  REQUIRE(remote.headers.size() == 2);
   CHECK(remote.headers[0].second ==
         "Bearer t0ken-0123456789abcdef"); // read at parse
   CHECK(cfg.mcp.max_sessions == 5);
@@ -87,6 +87,15 @@ TEST_CASE("config mcp: every refusal names its key and line") {
           "\"http://127.0.0.1:1/mcp\"\nheaders = { X = "
           "\"env:SLUICE_TEST_NO_SUCH_VARIABLE\" }\n",
           "mcp.servers.a.headers.X", 4, "SLUICE_TEST_NO_SUCH_VARIABLE");
+  // A credential may be set, but never split the request.
+  refused("[mcp.servers.a]\ntransport = \"http\"\nurl = "
+          "\"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = "
+          "\"Bearer x\\r\\nHost: evil\" }\n",
+          "mcp.servers.a.headers", 4, "'Authorization' is no header");
+  refused("[mcp.servers.a]\ntransport = \"http\"\nurl = "
+          "\"http://127.0.0.1:1/mcp\"\nheaders = { mcp-session-id = "
+          "\"s\" }\n",
+          "mcp.servers.a.headers", 4, "'mcp-session-id' is no header");
   refused("[mcp.servers.a]\ncommand = \"x\"\nstop_grace_s = 0\n",
           "mcp.servers.a.stop_grace_s", 3, "must be positive");
   refused("[mcp.servers.a]\ncommand = \"x\"\nprefix = \"p_\"\n"
