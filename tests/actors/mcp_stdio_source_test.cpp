@@ -162,7 +162,7 @@ TEST_CASE_METHOD(child_fixture, "mcp stdio source: silence and an exit "
 }
 
 TEST_CASE_METHOD(child_fixture, "mcp stdio source: a cancelled call is told "
-                                "to the child; the source's end ends it") {
+                                "to the child, and the source's end ends it") {
   REQUIRE(ready());
   {
     caf::scoped_actor self{sys};
