@@ -14,9 +14,9 @@ using policy::outcome_kind;
 using policy::mcp::delivery;
 using namespace http_detail;
 
-std::shared_ptr<http_channel>
-http_channel::make(net::io_context& loop, const mcp_server_settings& cfg,
-                   handlers h) {
+std::shared_ptr<http_channel> http_channel::make(net::io_context& loop,
+                                                 const mcp_server_settings& cfg,
+                                                 handlers h) {
   return std::make_shared<http_channel>(loop, cfg, std::move(h));
 }
 
@@ -59,7 +59,8 @@ http_channel::~http_channel() {
   }
 }
 
-// -- what the source asks -------------------------------------------------------
+// -- what the source asks
+// -------------------------------------------------------
 
 void http_channel::send(uint64_t id, std::string text, send_done done,
                         duration timeout) {
@@ -117,11 +118,12 @@ void http_channel::stop(std::chrono::milliseconds grace) {
   if (session_.empty())
     return end("stopped");
   // MCP: a client that leaves ends its session with a DELETE.
-  open(next_own_id_++, delete_session, {},
-       [self = shared_from_this()](send_outcome) {
-         self->end("stopped (session deleted)");
-       },
-       grace);
+  open(
+      next_own_id_++, delete_session, {},
+      [self = shared_from_this()](send_outcome) {
+        self->end("stopped (session deleted)");
+      },
+      grace);
 }
 
 void http_channel::session_lost(std::string how) {

@@ -59,7 +59,8 @@ using policy::outcome_kind;
 using policy::mcp::delivery;
 using namespace http_detail;
 
-// -- one exchange ----------------------------------------------------------------
+// -- one exchange
+// ----------------------------------------------------------------
 
 http_channel::exchange_ptr http_channel::open(uint64_t id, int method,
                                               std::string body, send_done done,
@@ -69,7 +70,7 @@ http_channel::exchange_ptr http_channel::open(uint64_t id, int method,
   ex->method = method;
   ex->done = std::move(done);
   ex->had_session = !session_.empty();
-  auto verb = method == post_message  ? http::verb::post
+  auto verb = method == post_message ? http::verb::post
               : method == get_stream ? http::verb::get
                                      : http::verb::delete_;
   ex->req = {verb, target_, 11};
@@ -99,13 +100,13 @@ http_channel::exchange_ptr http_channel::open(uint64_t id, int method,
   if (timeout > duration::zero()) {
     ex->deadline.emplace(ioc_);
     ex->deadline->expires_after(timeout);
-    ex->deadline->async_wait([self = shared_from_this(),
-                              ex](boost::system::error_code ec) {
-      if (ec || !ex->live)
-        return;
-      self->fail(ex, ex->written ? delivery::unknown : delivery::not_sent,
-                 outcome_kind::timeout, "timeout: no answer in time");
-    });
+    ex->deadline->async_wait(
+        [self = shared_from_this(), ex](boost::system::error_code ec) {
+          if (ec || !ex->live)
+            return;
+          self->fail(ex, ex->written ? delivery::unknown : delivery::not_sent,
+                     outcome_kind::timeout, "timeout: no answer in time");
+        });
   }
   while (!idle_.empty()) {
     auto c = std::move(idle_.front());
@@ -140,20 +141,19 @@ void http_channel::connect(const exchange_ptr& ex) {
         if (ec)
           return self->fail(ex, delivery::not_sent, outcome_kind::transient,
                             "resolve: " + ec.message());
-        ex->conn->tcp().async_connect(
-            results, [self, ex](boost::system::error_code ec,
-                                const tcp::endpoint&) {
-              if (!ex->live)
-                return;
-              if (ec)
-                return self->fail(ex, delivery::not_sent,
-                                  outcome_kind::transient,
-                                  "connect: " + ec.message());
-              set_no_delay(ex->conn->tcp().socket());
-              if (ex->conn->secure())
-                return self->handshake(ex);
-              self->write(ex);
-            });
+        ex->conn->tcp().async_connect(results, [self, ex](
+                                                   boost::system::error_code ec,
+                                                   const tcp::endpoint&) {
+          if (!ex->live)
+            return;
+          if (ec)
+            return self->fail(ex, delivery::not_sent, outcome_kind::transient,
+                              "connect: " + ec.message());
+          set_no_delay(ex->conn->tcp().socket());
+          if (ex->conn->secure())
+            return self->handshake(ex);
+          self->write(ex);
+        });
       });
 }
 
@@ -161,42 +161,39 @@ void http_channel::handshake(const exchange_ptr& ex) {
   if (!ex->conn->expect_peer(peer_name_, verify_))
     return fail(ex, delivery::not_sent, outcome_kind::transient,
                 "tls: the peer's name could not be set for verifying");
-  ex->conn->async_handshake(
-      [self = shared_from_this(), ex](boost::system::error_code ec) {
-        if (!ex->live)
-          return;
-        if (!ec)
-          return self->write(ex);
-        auto refused = ex->conn->verify_failure();
-        self->fail(ex, delivery::not_sent, outcome_kind::transient,
-                   "tls: " + (refused.empty() ? ec.message()
-                                              : "certificate refused: " +
-                                                    refused));
-      });
+  ex->conn->async_handshake([self = shared_from_this(),
+                             ex](boost::system::error_code ec) {
+    if (!ex->live)
+      return;
+    if (!ec)
+      return self->write(ex);
+    auto refused = ex->conn->verify_failure();
+    self->fail(ex, delivery::not_sent, outcome_kind::transient,
+               "tls: " + (refused.empty() ? ec.message()
+                                          : "certificate refused: " + refused));
+  });
 }
 
 void http_channel::write(const exchange_ptr& ex) {
   if (ex->connect_timer)
     ex->connect_timer->cancel();
-  http::async_write(*ex->conn, ex->req,
-                    [self = shared_from_this(),
-                     ex](boost::system::error_code ec, size_t) {
-                      if (!ex->live)
-                        return;
-                      ex->written = true;
-                      if (ec)
-                        return self->fail(ex, delivery::unknown,
-                                          outcome_kind::transient,
-                                          "write: " + ec.message());
-                      self->read(ex);
-                    });
+  http::async_write(
+      *ex->conn, ex->req,
+      [self = shared_from_this(), ex](boost::system::error_code ec, size_t) {
+        if (!ex->live)
+          return;
+        ex->written = true;
+        if (ec)
+          return self->fail(ex, delivery::unknown, outcome_kind::transient,
+                            "write: " + ec.message());
+        self->read(ex);
+      });
 }
 
 void http_channel::read(const exchange_ptr& ex) {
   ex->conn->async_read_some(
       ex->reader->prepare(),
-      [self = shared_from_this(), ex](boost::system::error_code ec,
-                                      size_t n) {
+      [self = shared_from_this(), ex](boost::system::error_code ec, size_t n) {
         if (!ex->live)
           return;
         upstream::read_verdict v;
@@ -286,8 +283,7 @@ void http_channel::on_body(const exchange_ptr& ex, std::string piece) {
 void http_channel::finish(const exchange_ptr& ex, bool complete) {
   if (!complete)
     return fail(ex, ex->written ? delivery::unknown : delivery::not_sent,
-                outcome_kind::transient,
-                "answer: " + ex->reader->problem());
+                outcome_kind::transient, "answer: " + ex->reader->problem());
   auto status = ex->reader->status();
   auto verdict = policy::mcp::classify_http_status(status, ex->had_session);
   if (verdict.ok) {
@@ -319,8 +315,8 @@ void http_channel::finish(const exchange_ptr& ex, bool complete) {
   out.reason = "HTTP " + std::to_string(status);
   if (status == 429 || status == 503)
     if (auto field = h[http::field::retry_after]; !field.empty())
-      if (auto ra = policy::parse_retry_after(
-              {field.data(), field.size()}, std::chrono::system_clock::now()))
+      if (auto ra = policy::parse_retry_after({field.data(), field.size()},
+                                              std::chrono::system_clock::now()))
         out.retry_after = *ra;
   // A JSON-RPC error about the request comes as the body of a 4xx: the
   // source reads it as its answer (its id) before the failure.
@@ -348,14 +344,14 @@ void http_channel::finish(const exchange_ptr& ex, bool complete) {
                  "one");
 }
 
-void http_channel::fail(const exchange_ptr& ex, delivery how,
-                        outcome_kind kind, std::string reason) {
+void http_channel::fail(const exchange_ptr& ex, delivery how, outcome_kind kind,
+                        std::string reason) {
   if (!ex->live)
     return;
   auto done = std::move(ex->done);
   close(ex);
-  log_limited(http_log_limit(), spdlog::level::info, "mcp server {}: {}",
-              name_, reason);
+  log_limited(http_log_limit(), spdlog::level::info, "mcp server {}: {}", name_,
+              reason);
   if (ex->method == get_stream)
     relisten();
   if (done) {

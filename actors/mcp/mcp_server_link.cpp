@@ -141,12 +141,12 @@ void on_gone(mcp_actor* self, const std::string& how) {
   delay = std::min(delay, st.cfg.restart_backoff_max);
   auto gen = st.gen;
   self->delayed_send(self, delay, actor_thunk{[gen](caf::local_actor* a) {
-    auto* self = static_cast<mcp_actor*>(a);
-    if (self->state.gen != gen || self->state.link)
-      return;
-    self->state.view->update([](auto& s) { ++s.restarts; });
-    start_server(self);
-  }});
+                       auto* self = static_cast<mcp_actor*>(a);
+                       if (self->state.gen != gen || self->state.link)
+                         return;
+                       self->state.view->update([](auto& s) { ++s.restarts; });
+                       start_server(self);
+                     }});
 }
 
 void on_message(mcp_actor* self, const mcp::message& m);
@@ -176,8 +176,7 @@ mcp::channel::handlers link_handlers(mcp_actor* self) {
   };
   h.log_line = [name = self->state.cfg.name](std::string_view line) {
     static log_limit lim{20};
-    log_limited(lim, spdlog::level::info, "mcp server {} says: {}", name,
-                line);
+    log_limited(lim, spdlog::level::info, "mcp server {} says: {}", name, line);
   };
   h.dropped = [me, gen] {
     back_to(me, [gen](mcp_actor* self) {
@@ -209,7 +208,8 @@ std::shared_ptr<mcp::channel> make_link(mcp_actor* self,
                                  st.cfg.max_message_bytes);
 }
 
-// -- what the server says -------------------------------------------------------
+// -- what the server says
+// -------------------------------------------------------
 
 void publish(mcp_actor* self, list_kind k) {
   auto& st = self->state;
@@ -240,7 +240,7 @@ void publish(mcp_actor* self, list_kind k) {
 
 void on_ready(mcp_actor* self, const mcp::message& m) {
   auto& st = self->state;
-  auto version = m.result.value("protocolVersion", std::string{});
+  auto version = m.result.at("protocolVersion").get<std::string>(); // checked
   st.ready = true;
   st.ever_ready_this_gen = true;
   st.view->update([&](mcp_server_view::snapshot& s) {
@@ -252,12 +252,10 @@ void on_ready(mcp_actor* self, const mcp::message& m) {
   });
   logger().info("mcp server {}: ready (protocol {})", st.cfg.name, version);
   if (st.io && st.link)
-    boost::asio::post(st.io->loop(), [c = st.link, version] {
-      c->negotiated(version);
-    });
+    boost::asio::post(st.io->loop(),
+                      [c = st.link, version] { c->negotiated(version); });
   send_text(self,
-            mcp::notification_text("notifications/initialized",
-                                   json::object()),
+            mcp::notification_text("notifications/initialized", json::object()),
             nullptr, st.cfg.init_timeout);
   if (st.io && st.link)
     boost::asio::post(st.io->loop(), [c = st.link] { c->listen(); });
@@ -282,12 +280,19 @@ void on_internal_answer(mcp_actor* self, internal_request what,
   auto& st = self->state;
   bool ok = m.what == mcp::message::kind::response && m.result.is_object();
   if (what.initialize) {
-    if (ok)
+    // MCP's rule: the client goes on only with a revision it speaks.
+    auto v = ok ? m.result.find("protocolVersion") : m.result.end();
+    if (ok && v != m.result.end() && v->is_string() &&
+        pmcp::server_version_ok(v->get_ref<const std::string&>()))
       return on_ready(self, m);
-    log_limited(server_log_limit(), spdlog::level::err,
-                "mcp server {}: initialize failed: {}; stopping it",
-                st.cfg.name,
-                m.error.dump(-1, ' ', false, json::error_handler_t::replace));
+    log_limited(
+        server_log_limit(), spdlog::level::err,
+        "mcp server {}: initialize failed: {}; stopping it", st.cfg.name,
+        ok ? "answered with no protocol revision the gateway speaks: " +
+                 (v == m.result.end()
+                      ? std::string{"none"}
+                      : v->dump(-1, ' ', false, json::error_handler_t::replace))
+           : m.error.dump(-1, ' ', false, json::error_handler_t::replace));
     return stop_link(self, std::chrono::milliseconds{500});
   }
   auto k = what.list;
@@ -351,8 +356,8 @@ void on_message(mcp_actor* self, const mcp::message& m) {
   // A request from the server: ping is answered; sampling, elicitation and
   // roots are not relayed to the client yet.
   if (m.method == "ping")
-    return (void) send_text(self, mcp::result_response(m.id, json::object()),
-                            nullptr, st.cfg.init_timeout);
+    return (void)send_text(self, mcp::result_response(m.id, json::object()),
+                           nullptr, st.cfg.init_timeout);
   send_text(self,
             mcp::error_response(m.id, mcp::method_not_found,
                                 "not supported by the gateway"),
@@ -392,8 +397,8 @@ void start_server(mcp_actor* self) {
   auto& st = self->state;
   if (!st.io) {
     try {
-      st.io = std::make_unique<upstream::io_thread>(self->system(),
-                                                    "mcp server " + st.cfg.name);
+      st.io = std::make_unique<upstream::io_thread>(
+          self->system(), "mcp server " + st.cfg.name);
       st.io->start();
     } catch (const std::exception& e) {
       st.io.reset();

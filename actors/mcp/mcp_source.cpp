@@ -233,29 +233,23 @@ caf::result<source_reply> attempt(mcp_actor* self, const call_request& req) {
     p.hints = hints_of_tool(*st.view, params["name"].get<std::string>());
   else
     p.hints = pmcp::hints_of(true, true, false); // reads, no effects
-  // Progress tells the gateway the call is alive: the client's token is
-  // kept (and its notifications passed on), else one of ours is added.
+  // Progress tells the gateway the call is alive. The server always sees
+  // a token of ours, unique on this source (clients' tokens may repeat:
+  // the SDK's is its message id), and a client's own token is put back
+  // into the notifications passed on to it.
   auto& meta = params["_meta"];
   if (!meta.is_object())
     meta = json::object();
   auto token = meta.find("progressToken");
   if (token != meta.end() &&
       (token->is_string() || token->is_number_integer())) {
-    p.token = token->dump();
+    p.client_token = *token;
     p.relay = true;
     p.stream_to = req.stream_to;
     p.stream_tag = req.stream_tag;
-  } else {
-    meta["progressToken"] = "sluice-" + std::to_string(id);
-    p.token = meta["progressToken"].dump();
   }
-  if (st.by_token.count(p.token) != 0) { // two calls with one token
-    source_reply r;
-    r.kind = outcome_kind::permanent;
-    r.body = error_body(mcp::invalid_params,
-                        "a progressToken already in use on this server");
-    return r;
-  }
+  meta["progressToken"] = "sluice-" + std::to_string(id);
+  p.token = meta["progressToken"].dump();
   auto now = self->clock().now();
   p.sent = now;
   if (req.timeout > duration::zero())
@@ -310,7 +304,17 @@ caf::behavior mcp_source_actor(mcp_actor* self, mcp_server_settings cfg,
       },
       [self](attempt_atom, const call_request& req)
           -> caf::result<source_reply> { return attempt(self, req); },
-      [self](actor_thunk& t) { t.run(self); },
+      [self](actor_thunk& t) {
+        // What a server sent is handled here: nothing it sends may end the
+        // source (and lose its calls' promises); the message is dropped.
+        try {
+          t.run(self);
+        } catch (const std::exception& e) {
+          log_limited(server_log_limit(), spdlog::level::err,
+                      "mcp server {}: a message dropped: {}",
+                      self->state.cfg.name, e.what());
+        }
+      },
   };
 }
 
@@ -434,9 +438,12 @@ void on_progress(mcp_actor* self, const mcp::message& m) {
     return;
   ++st.view->progress;
   p->progressed = true;
-  if (p->relay && p->stream_to)
+  if (p->relay && p->stream_to) {
+    auto params = m.params;
+    params["progressToken"] = p->client_token;
     self->send(p->stream_to, stream_chunk_atom_v, p->stream_tag,
-               mcp::notification_text("notifications/progress", m.params));
+               mcp::notification_text("notifications/progress", params));
+  }
   arm(self, id);
 }
 

@@ -36,10 +36,11 @@ struct pending_call {
   caf::actor_addr requester;
   caf::actor stream_to;
   uint64_t stream_tag = 0;
-  /// The progressToken sent (JSON text), and whether it is the client's
-  /// (its notifications are passed on) or ours.
+  /// The progressToken sent (JSON text, always ours), and the client's
+  /// when it asked for progress (its notifications are passed on).
   std::string token;
   bool relay = false;
+  json client_token;
   policy::mcp::tool_hints hints;
   /// Written to the server (else it waits for the server to be ready, in
   /// `line`), and the channel's exchange that carries it.

@@ -18,14 +18,15 @@ sse_reader::sse_reader(size_t max_event)
   // nop
 }
 
-size_t sse_reader::dropped_events() const noexcept { return dropped_; }
+size_t sse_reader::dropped_events() const noexcept {
+  return dropped_;
+}
 
 void sse_reader::feed(std::string_view bytes, const event_handler& on_event) {
   lines_.feed(bytes, [&](std::string_view line) { on_line(line, on_event); });
 }
 
-void sse_reader::on_line(std::string_view line,
-                         const event_handler& on_event) {
+void sse_reader::on_line(std::string_view line, const event_handler& on_event) {
   if (lines_.dropped_lines() != lines_dropped_) { // a line of this event
     lines_dropped_ = lines_.dropped_lines();
     over_ = true;

@@ -89,9 +89,10 @@ stdio_child::~stdio_child() {
   }
 }
 
-std::shared_ptr<stdio_child>
-stdio_child::spawn(net::io_context& loop, const child_command& cmd,
-                   handlers h, size_t max_line_bytes) {
+std::shared_ptr<stdio_child> stdio_child::spawn(net::io_context& loop,
+                                                const child_command& cmd,
+                                                handlers h,
+                                                size_t max_line_bytes) {
   pipe_pair in, out, err;
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -112,6 +113,10 @@ stdio_child::spawn(net::io_context& loop, const child_command& cmd,
   posix_spawn_file_actions_adddup2(&actions, in.fd[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out.fd[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err.fd[1], 2);
+  // Nothing else of the node's: Asio opens its sockets without
+  // SOCK_CLOEXEC, and a tool server must hold no client's connection, the
+  // listener or an upstream's socket (glibc 2.34+).
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   if (!cmd.cwd.empty())
     posix_spawn_file_actions_addchdir_np(&actions, cmd.cwd.c_str());
   // A group of its own: a stop reaches what it started too. Signals the
@@ -124,8 +129,9 @@ stdio_child::spawn(net::io_context& loop, const child_command& cmd,
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF
-                                      | POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP |
+                                      POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETSIGMASK);
   std::vector<std::string> argv_s{cmd.command};
   argv_s.insert(argv_s.end(), cmd.args.begin(), cmd.args.end());
   std::vector<char*> argv;
@@ -137,8 +143,8 @@ stdio_child::spawn(net::io_context& loop, const child_command& cmd,
   for (auto& e : env_s)
     envp.push_back(e.data());
   envp.push_back(nullptr);
-  auto child = std::make_shared<stdio_child>(loop, std::move(h),
-                                             max_line_bytes);
+  auto child =
+      std::make_shared<stdio_child>(loop, std::move(h), max_line_bytes);
   pid_t pid = -1;
   if (int e = posix_spawnp(&pid, cmd.command.c_str(), &actions, &attr,
                            argv.data(), envp.data());
@@ -196,23 +202,23 @@ void stdio_child::write_next() {
     return;
   }
   writing_ = true;
-  net::async_write(in_, net::buffer(queue_.front()),
-                   [self = shared_from_this()](boost::system::error_code ec,
-                                               size_t) {
-                     if (self->queue_.empty())
-                       return;
-                     self->queued_bytes_ -= self->queue_.front().size();
-                     self->queue_.pop_front();
-                     if (ec) { // it closed its input: nothing more goes in
-                       boost::system::error_code ignored;
-                       self->in_.close(ignored);
-                       self->queue_.clear();
-                       self->queued_bytes_ = 0;
-                       self->writing_ = false;
-                       return;
-                     }
-                     self->write_next();
-                   });
+  net::async_write(
+      in_, net::buffer(queue_.front()),
+      [self = shared_from_this()](boost::system::error_code ec, size_t) {
+        if (self->queue_.empty())
+          return;
+        self->queued_bytes_ -= self->queue_.front().size();
+        self->queue_.pop_front();
+        if (ec) { // it closed its input: nothing more goes in
+          boost::system::error_code ignored;
+          self->in_.close(ignored);
+          self->queue_.clear();
+          self->queued_bytes_ = 0;
+          self->writing_ = false;
+          return;
+        }
+        self->write_next();
+      });
 }
 
 void stdio_child::read_out() {
@@ -289,7 +295,7 @@ bool stdio_child::reaped() {
   int w = ::waitid(P_PID, static_cast<id_t>(pid_), &info,
                    WEXITED | WNOHANG | WNOWAIT);
   if ((w == 0 && info.si_pid == 0) || (w < 0 && errno == EINTR))
-    return false; // still running (or ask again)
+    return false;      // still running (or ask again)
   kill_group(SIGKILL); // what it started may still run
   int status = 0;
   pid_t r;
@@ -313,23 +319,23 @@ void stdio_child::watch(std::chrono::milliseconds every) {
   if (gone_)
     return;
   timer_.expires_after(every);
-  timer_.async_wait([self = shared_from_this(),
-                     every](boost::system::error_code ec) {
-    if (ec == net::error::operation_aborted && !self->gone_ &&
-        self->timer_.expiry() > std::chrono::steady_clock::now())
-      return; // replaced by a sooner look
-    if (self->reaped())
-      return;
-    auto now = std::chrono::steady_clock::now();
-    if (self->stopping_ && !self->termed_ && now >= self->term_at_) {
-      self->termed_ = true;
-      self->kill_group(SIGTERM);
-    }
-    if (self->stopping_ && now >= self->kill_at_)
-      self->kill_group(SIGKILL);
-    bool ending = self->stopping_ || !self->out_.is_open();
-    self->watch(ending ? std::chrono::milliseconds{20} : every);
-  });
+  timer_.async_wait(
+      [self = shared_from_this(), every](boost::system::error_code ec) {
+        if (ec == net::error::operation_aborted && !self->gone_ &&
+            self->timer_.expiry() > std::chrono::steady_clock::now())
+          return; // replaced by a sooner look
+        if (self->reaped())
+          return;
+        auto now = std::chrono::steady_clock::now();
+        if (self->stopping_ && !self->termed_ && now >= self->term_at_) {
+          self->termed_ = true;
+          self->kill_group(SIGTERM);
+        }
+        if (self->stopping_ && now >= self->kill_at_)
+          self->kill_group(SIGKILL);
+        bool ending = self->stopping_ || !self->out_.is_open();
+        self->watch(ending ? std::chrono::milliseconds{20} : every);
+      });
 }
 
 void stdio_child::stop(std::chrono::milliseconds grace) {

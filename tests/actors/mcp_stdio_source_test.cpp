@@ -8,6 +8,7 @@
 
 #include "sluice/actors/mcp/mcp_source.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -41,6 +42,8 @@ struct child_fixture {
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   mcp_source src;
+  // Open across exec, as Asio's sockets are: the child must not get it.
+  int canary = ::open("/dev/null", O_RDONLY);
 
   child_fixture() {
     std::remove(log.c_str());
@@ -61,6 +64,8 @@ struct child_fixture {
   ~child_fixture() {
     caf::anon_send_exit(src.actor, caf::exit_reason::user_shutdown);
     std::remove(log.c_str());
+    if (canary >= 0)
+      ::close(canary);
   }
 
   template <class Pred>
@@ -172,13 +177,59 @@ TEST_CASE_METHOD(child_fixture, "mcp stdio source: a cancelled call is told "
     self->send(caf::actor_cast<caf::actor>(src.actor), cancel_atom_v);
     CHECK(wait_until([&] { return src.view->cancels_sent.load() == 1; }));
   }
-  CHECK(wait_until([&] {
-    return logged().find("cancelled ") != std::string::npos;
-  }));
+  CHECK(wait_until(
+      [&] { return logged().find("cancelled ") != std::string::npos; }));
   auto pid = src.view->read().pid;
   REQUIRE(pid > 0);
   caf::anon_send_exit(src.actor, caf::exit_reason::user_shutdown);
   // Ended and reaped: no such process any more (not even a zombie).
-  CHECK(wait_until([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; },
-                   3s));
+  CHECK(wait_until([&] { return ::kill(pid, 0) != 0 && errno == ESRCH; }, 3s));
+}
+
+TEST_CASE_METHOD(child_fixture, "mcp stdio source: the child holds none of "
+                                "the node's file descriptors") {
+  REQUIRE(ready());
+  REQUIRE(canary >= 0);
+  auto r = call("w", "fds");
+  REQUIRE(r.kind == policy::outcome_kind::ok);
+  // Its pipes only, not the canary the fixture left open across exec.
+  CHECK(json::parse(r.body)["content"][0]["text"] == "0 1 2");
+}
+
+TEST_CASE_METHOD(child_fixture, "mcp stdio source: clients' progress tokens "
+                                "may repeat; the server sees the gateway's, "
+                                "each client its own") {
+  REQUIRE(ready());
+  caf::scoped_actor self{sys};
+  auto with_token = [&](const std::string& tool, const std::string& mode) {
+    auto req = request(tool, mode);
+    auto payload = json::parse(req.payload);
+    payload["params"]["_meta"]["progressToken"] = 7;
+    req.payload = payload.dump();
+    req.stream_to = caf::actor_cast<caf::actor>(self);
+    req.stream_tag = 42;
+    return req;
+  };
+  // The SDK's token is its message id: two clients send the same one.
+  self->send(src.actor, attempt_atom_v, with_token("w", "silent"));
+  source_reply out;
+  out.reason = "no answer";
+  self->request(src.actor, 10s, attempt_atom_v, with_token("r", "progress"))
+      .receive([&](source_reply& r) { out = std::move(r); },
+               [&](caf::error& e) { out.reason = to_string(e); });
+  CAPTURE(out.reason, out.body);
+  REQUIRE(out.kind == policy::outcome_kind::ok);
+  auto seen = json::parse(
+      json::parse(out.body)["content"][0]["text"].get<std::string>());
+  CHECK(seen.get<std::string>().rfind("sluice-", 0) == 0);
+  std::string relayed;
+  self->receive(
+      [&](stream_chunk_atom, uint64_t tag, std::string& text) {
+        CHECK(tag == 42);
+        relayed = std::move(text);
+      },
+      caf::after(2s) >> [] {});
+  auto n = json::parse(relayed);
+  CHECK(n["method"] == "notifications/progress");
+  CHECK(n["params"]["progressToken"] == 7);
 }

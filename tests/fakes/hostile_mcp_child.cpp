@@ -11,8 +11,13 @@
 //   stderr   writes 5,000 log lines and one of 100 KiB to stderr first
 //   silent   never answers
 //   exit     exits with status 3
+//   fds      answers with the file descriptors it holds ("0 1 2")
+//   progress sends a progress notification with the call's token, then
+//            answers with that token
 // Each `notifications/cancelled` it gets is appended to $FAKE_MCP_LOG as
 // "cancelled ID".
+
+#include <dirent.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -43,7 +48,7 @@ void log_line(const std::string& line) {
   }
 }
 
-void call(const json& id, const std::string& mode) {
+void call(const json& id, const std::string& mode, const json& token) {
   json ok{{"content", json::array({{{"type", "text"}, {"text", mode}}})}};
   if (mode == "garbage") {
     out("not json at all");
@@ -68,6 +73,23 @@ void call(const json& id, const std::string& mode) {
     return;
   } else if (mode == "exit") {
     std::exit(3);
+  } else if (mode == "fds") {
+    std::string fds;
+    if (auto* d = ::opendir("/proc/self/fd")) {
+      while (auto* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != ".." && std::stoi(n) != ::dirfd(d))
+          fds += (fds.empty() ? "" : " ") + n;
+      }
+      ::closedir(d);
+    }
+    ok["content"][0]["text"] = fds;
+  } else if (mode == "progress") {
+    out(json{{"jsonrpc", "2.0"},
+             {"method", "notifications/progress"},
+             {"params", {{"progressToken", token}, {"progress", 1}}}}
+            .dump());
+    ok["content"][0]["text"] = token.dump();
   }
   answer(id, ok);
   if (mode == "twice") {
@@ -96,14 +118,18 @@ int main() {
                   {"capabilities", {{"tools", json::object()}}},
                   {"serverInfo", {{"name", "hostile-child"}}}});
     } else if (method == "tools/list") {
-      answer(id, {{"tools",
-                   json::array({{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
-                                {{"name", "r"},
-                                 {"inputSchema", {{"type", "object"}}},
-                                 {"annotations", {{"readOnlyHint", true}}}}})}});
+      answer(
+          id,
+          {{"tools",
+            json::array({{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
+                         {{"name", "r"},
+                          {"inputSchema", {{"type", "object"}}},
+                          {"annotations", {{"readOnlyHint", true}}}}})}});
     } else if (method == "tools/call") {
       auto args = m["params"].value("arguments", json::object());
-      call(id, args.value("mode", std::string{"ok"}));
+      auto meta = m["params"].value("_meta", json::object());
+      call(id, args.value("mode", std::string{"ok"}),
+           meta.value("progressToken", json{}));
     } else if (method == "ping") {
       answer(id, json::object());
     }

@@ -57,6 +57,11 @@ bool is_supported(std::string_view version) noexcept {
   return find(version) != nullptr;
 }
 
+bool server_version_ok(std::string_view version) noexcept {
+  return is_supported(version) || version == "2025-03-26" ||
+         version == "2024-11-05";
+}
+
 std::string negotiate(std::string_view requested) {
   if (is_supported(requested))
     return std::string{requested};

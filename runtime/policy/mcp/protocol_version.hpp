@@ -23,6 +23,14 @@ const std::vector<std::string_view>& supported_versions() noexcept;
 /// Whether the gateway speaks revision `version` (an exact match).
 bool is_supported(std::string_view version) noexcept;
 
+/// Whether the gateway, as a client of a tool server, goes on with the
+/// revision `version` that server answered its `initialize` with: one the
+/// gateway speaks, or an older one the official SDK's client still accepts
+/// ("2025-03-26", "2024-11-05": many servers in the wild). Anything else
+/// (and never a text that is not one of them: it goes into a header) ends
+/// the start.
+bool server_version_ok(std::string_view version) noexcept;
+
 /// The revision to answer an `initialize` that asked for `requested`: that
 /// one if the gateway speaks it, else the newest it speaks. MCP's rule: the
 /// server answers with a revision it supports and the client decides

@@ -22,6 +22,16 @@ TEST_CASE("mcp protocol_version: the supported revisions, newest first") {
   CHECK_FALSE(is_supported("2025-06-18 "));
 }
 
+TEST_CASE("mcp protocol_version: the revisions a tool server may answer "
+          "the gateway's initialize with") {
+  for (auto v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
+    CHECK(server_version_ok(v));
+  // Newer than the gateway, unknown, or a header's injection: the start
+  // ends.
+  for (auto v : {"2026-07-28", "", "2025-06-18\r\nX: y", "2024-10-07", "1"})
+    CHECK_FALSE(server_version_ok(v));
+}
+
 TEST_CASE("mcp protocol_version: negotiate answers the requested revision "
           "if supported, else the newest") {
   CHECK(negotiate("2025-11-25") == "2025-11-25");
