@@ -28,10 +28,9 @@ http_status_verdict classify_http_status(int status, bool had_session,
   if (status >= 200 && status < 300)
     return v;
   v.ok = false;
-  if (status == 429 || status == 503) {
+  if (status == 429) {
     v.how_far = delivery::not_sent;
-  } else if (status == 404 ||
-             (status == 400 && had_session && about_session)) {
+  } else if (status == 404 || (status == 400 && had_session && about_session)) {
     v.how_far = delivery::not_sent;
     v.session_gone = had_session;
   } else if (status == 408) {

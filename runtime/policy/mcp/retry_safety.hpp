@@ -75,15 +75,17 @@ struct http_status_verdict {
   bool session_gone = false;
 };
 
-/// 2xx: ok. 429 and 503: its admission turned the request away (not sent).
+/// 2xx: ok. 429: its admission turned the request away (not sent). 503 is
+/// not taken for that: a proxy in front of the server (Envoy's "upstream
+/// reset") answers it after it passed the request on.
 /// 404 with a session: the session is gone (not sent); without one, no
 /// server at that path (not sent, transient). A 400 to a request with a
 /// session whose error speaks of the session (`about_session`: the
 /// reference server answers a session it lost so, not with 404): the
 /// session is gone too. 408: timeout, delivery unknown. 401, 403, 400 and
 /// the other 4xx: a refusal before any tool ran (not sent, permanent).
-/// Other statuses (5xx, and anything else): the server may have begun the
-/// call (unknown), transient.
+/// Other statuses (5xx with 503, and anything else): the server may have begun
+/// the call (unknown), transient.
 http_status_verdict classify_http_status(int status, bool had_session,
                                          bool about_session = false) noexcept;
 

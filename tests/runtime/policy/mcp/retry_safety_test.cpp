@@ -123,7 +123,6 @@ TEST_CASE("mcp retry_safety: a Streamable HTTP server's status, case by "
       // Admission at the upstream: never sent, so even a tool with effects
       // may be tried again.
       {429, true, false, delivery::not_sent, outcome_kind::transient, false},
-      {503, true, false, delivery::not_sent, outcome_kind::transient, false},
       // A session the server forgot: a new one is started.
       {404, true, false, delivery::not_sent, outcome_kind::transient, true},
       {404, false, false, delivery::not_sent, outcome_kind::transient, false},
@@ -135,6 +134,8 @@ TEST_CASE("mcp retry_safety: a Streamable HTTP server's status, case by "
       {415, true, false, delivery::not_sent, outcome_kind::permanent, false},
       // The server failing: it may have begun the call.
       {500, true, false, delivery::unknown, outcome_kind::transient, false},
+      // A proxy's 503 may come after it passed the request on.
+      {503, true, false, delivery::unknown, outcome_kind::transient, false},
       {502, true, false, delivery::unknown, outcome_kind::transient, false},
       {504, true, false, delivery::unknown, outcome_kind::transient, false},
       {302, true, false, delivery::unknown, outcome_kind::transient, false},
@@ -152,8 +153,7 @@ TEST_CASE("mcp retry_safety: a Streamable HTTP server's status, case by "
   // The reference server answers a session it lost with 400 "No valid
   // session ID": gone too, but only with a session and such words.
   auto lost = classify_http_status(400, true, true);
-  CHECK((!lost.ok && lost.session_gone &&
-         lost.how_far == delivery::not_sent &&
+  CHECK((!lost.ok && lost.session_gone && lost.how_far == delivery::not_sent &&
          lost.kind == outcome_kind::transient));
   CHECK_FALSE(classify_http_status(400, false, true).session_gone);
   CHECK(classify_http_status(400, false, true).kind == outcome_kind::permanent);
@@ -161,4 +161,5 @@ TEST_CASE("mcp retry_safety: a Streamable HTTP server's status, case by "
   // What it means for a tool with effects: retried only when not sent.
   CHECK(may_retry(classify_http_status(429, true).how_far, tool_hints{}));
   CHECK_FALSE(may_retry(classify_http_status(500, true).how_far, tool_hints{}));
+  CHECK_FALSE(may_retry(classify_http_status(503, true).how_far, tool_hints{}));
 }
