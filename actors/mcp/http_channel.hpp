@@ -59,9 +59,9 @@ public:
   /// A channel to `cfg.url`. Throws `std::invalid_argument` for a URL or
   /// TLS setting that cannot be used (validated before). On the loop's
   /// thread or before the loop runs.
-  static std::shared_ptr<http_channel>
-  make(boost::asio::io_context& loop, const mcp_server_settings& cfg,
-       handlers h);
+  static std::shared_ptr<http_channel> make(boost::asio::io_context& loop,
+                                            const mcp_server_settings& cfg,
+                                            handlers h);
 
   ~http_channel() override;
 
@@ -83,8 +83,8 @@ public:
                handlers h);
 
 private:
-  exchange_ptr open(uint64_t id, int method, std::string body,
-                    send_done done, duration timeout);
+  exchange_ptr open(uint64_t id, int method, std::string body, send_done done,
+                    duration timeout);
   void connect(const exchange_ptr& ex);
   void handshake(const exchange_ptr& ex);
   void write(const exchange_ptr& ex);

@@ -58,6 +58,24 @@ const list_method& method_of(list_kind k) {
   return list_methods[static_cast<size_t>(k)];
 }
 
+// An internal request that got no answer: a listing starts over at the
+// next list_changed (or start), an initialize stops the server.
+void internal_failed(mcp_actor* self, uint64_t id, const std::string& method,
+                     const std::string& reason) {
+  auto& st = self->state;
+  auto i = st.internal.find(id);
+  if (i == st.internal.end())
+    return; // answered, or failed already
+  auto what = i->second;
+  st.internal.erase(i);
+  log_limited(server_log_limit(), spdlog::level::warn,
+              "mcp server {}: {} failed: {}", st.cfg.name, method, reason);
+  if (what.initialize)
+    stop_link(self, std::chrono::milliseconds{500});
+  else
+    st.lists[static_cast<size_t>(what.list)] = listing{};
+}
+
 void request_internal(mcp_actor* self, internal_request what,
                       const std::string& method, const json& params) {
   auto& st = self->state;
@@ -66,23 +84,20 @@ void request_internal(mcp_actor* self, internal_request what,
   send_text(
       self, mcp::request_text(std::to_string(id), method, params),
       [id, method](mcp_actor* self, mcp::send_outcome out) {
-        auto& st = self->state;
-        auto i = st.internal.find(id);
-        if (i == st.internal.end())
-          return; // answered (before its exchange ended)
-        if (out.ok)
-          out.reason = "its exchange ended without an answer";
-        auto what = i->second;
-        st.internal.erase(i);
-        log_limited(server_log_limit(), spdlog::level::warn,
-                    "mcp server {}: {} failed: {}", st.cfg.name, method,
-                    out.reason);
-        if (what.initialize)
-          stop_link(self, std::chrono::milliseconds{500});
-        else
-          st.lists[static_cast<size_t>(what.list)] = listing{};
+        internal_failed(self, id, method,
+                        out.ok ? "its exchange ended without an answer"
+                               : out.reason);
       },
       st.cfg.init_timeout);
+  // A stdio child's channel has no timeout of its own: a listing the
+  // server never answers must not keep its list from being asked again.
+  // (The initialize has its own timer, which stops the server.)
+  if (!what.initialize)
+    self->delayed_send(self, st.cfg.init_timeout,
+                       actor_thunk{[id, method](caf::local_actor* a) {
+                         internal_failed(static_cast<mcp_actor*>(a), id, method,
+                                         "no answer within init_timeout_s");
+                       }});
 }
 
 // Asks for a page of list `k` (the first: a new listing, unless one runs,

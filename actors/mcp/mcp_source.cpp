@@ -173,14 +173,23 @@ void arm(mcp_actor* self, uint64_t id) {
   // The rule of a stream's pieces, in one place: progress is a piece.
   p->deadline = policy::read_deadline(call_timeouts(st.cfg), p->sent,
                                       p->progressed, now, p->attempt_deadline);
+  // One timer per call: a flood of progress moves the deadline, and the
+  // timer, when it fires early, sets itself again.
+  if (p->timer_at && *p->timer_at <= p->deadline)
+    return;
   auto at = p->deadline;
+  p->timer_at = at;
   self->delayed_send(
       self, at - now, actor_thunk{[id, at](caf::local_actor* a) {
         auto* self = static_cast<mcp_actor*>(a);
         auto* p = self->state.calls.find(id);
-        if (!p || p->deadline != at)
-          return; // answered, or progress moved it
-        bool silent = !p->attempt_deadline || at < *p->attempt_deadline;
+        if (!p || p->timer_at != at)
+          return; // answered, or an earlier timer took its place
+        p->timer_at.reset();
+        if (self->clock().now() < p->deadline)
+          return arm(self, id); // progress moved it
+        bool silent =
+            !p->attempt_deadline || p->deadline < *p->attempt_deadline;
         fail_call(self, id, outcome_kind::timeout, mcp_request_timeout,
                   "server " + self->state.cfg.name + " did not answer in time",
                   silent ? "timeout: no answer or progress (idle_timeout_s)"

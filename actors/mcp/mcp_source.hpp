@@ -137,15 +137,15 @@ void validate(const mcp_server_settings& cfg);
 ///
 /// An attempt's payload is a JSON object `{"method": M, "params": P}`, M
 /// one of `tools/call` (P naming the server's own tool), `resources/read`
-/// and `prompts/get` (reads: always safe to retry). Its reply: `ok` with the JSON-RPC `result` (a tool result
-/// with `isError` included: that is the tool's answer); `permanent` with the
-/// JSON-RPC `error` object for an error other than an internal one (and
-/// for an HTTP 4xx refusal); `transient` for an internal error (-32603), a
-/// server that is gone or not ready, an HTTP 5xx, 429 or 503, a transport
-/// failure; `timeout` for a call silent past `idle_timeout` (no answer, no
-/// progress) or longer than `call_timeout` or the attempt's own timeout.
-/// A failure after the request reached the server (or may have) is
-/// `unsafe_to_retry` unless the tool says `readOnlyHint` or
+/// and `prompts/get` (reads: always safe to retry). Its reply: `ok` with the
+/// JSON-RPC `result` (a tool result with `isError` included: that is the tool's
+/// answer); `permanent` with the JSON-RPC `error` object for an error other
+/// than an internal one (and for an HTTP 4xx refusal); `transient` for an
+/// internal error (-32603), a server that is gone or not ready, an HTTP 5xx,
+/// 429 or 503, a transport failure; `timeout` for a call silent past
+/// `idle_timeout` (no answer, no progress) or longer than `call_timeout` or the
+/// attempt's own timeout. A failure after the request reached the server (or
+/// may have) is `unsafe_to_retry` unless the tool says `readOnlyHint` or
 /// `idempotentHint` (policy::mcp::may_retry).
 /// Progress notifications for the call are counted as progress; when the
 /// call carried its client's `progressToken`, each is passed on to

@@ -51,6 +51,8 @@ struct pending_call {
   bool progressed = false;
   std::optional<time_point> attempt_deadline;
   time_point deadline{};
+  /// When its one pending timer fires (none: not armed).
+  std::optional<time_point> timer_at;
 };
 
 /// What the source lists of its server, each kept in the view.
@@ -104,7 +106,8 @@ using mcp_actor = caf::stateful_actor<mcp_state>;
 
 log_limit& server_log_limit();
 
-// -- mcp_server_link.cpp ---------------------------------------------------------
+// -- mcp_server_link.cpp
+// ---------------------------------------------------------
 
 /// Starts the server (a child, or a channel to its URL) and initializes it.
 void start_server(mcp_actor* self);
@@ -120,7 +123,8 @@ uint64_t send_text(mcp_actor* self, std::string text,
 /// Drops exchange `id` of the current channel.
 void cancel_exchange(mcp_actor* self, uint64_t id);
 
-// -- mcp_source.cpp --------------------------------------------------------------
+// -- mcp_source.cpp
+// --------------------------------------------------------------
 
 /// Writes call `id` to the server (it was waiting for it to be ready).
 void write_call(mcp_actor* self, uint64_t id);

@@ -54,14 +54,13 @@ std::string exit_words(int wait_status);
 class stdio_child : public channel,
                     public std::enable_shared_from_this<stdio_child> {
 public:
-
   /// Starts the process, in a process group of its own, with pipes for its
   /// three streams. Throws `std::system_error` when it cannot (no such
   /// command, no descriptors or processes left). Call on the loop's thread
   /// or before the loop runs.
-  static std::shared_ptr<stdio_child>
-  spawn(boost::asio::io_context& loop, const child_command& cmd, handlers h,
-        size_t max_line_bytes);
+  static std::shared_ptr<stdio_child> spawn(boost::asio::io_context& loop,
+                                            const child_command& cmd,
+                                            handlers h, size_t max_line_bytes);
 
   ~stdio_child() override;
 

@@ -45,13 +45,15 @@ struct child_fixture {
   // Open across exec, as Asio's sockets are: the child must not get it.
   int canary = ::open("/dev/null", O_RDONLY);
 
-  child_fixture() {
+  explicit child_fixture(
+      std::vector<std::pair<std::string, std::string>> env = {}) {
     std::remove(log.c_str());
     mcp_server_settings c;
     c.name = "child";
     c.prefix = "c_";
     c.command = SLUICE_HOSTILE_MCP_CHILD;
     c.env = {{"FAKE_MCP_LOG", log}};
+    c.env.insert(c.env.end(), env.begin(), env.end());
     c.idle_timeout = 400ms;
     c.init_timeout = 2s;
     c.restart_backoff = 50ms;
@@ -232,4 +234,19 @@ TEST_CASE_METHOD(child_fixture, "mcp stdio source: clients' progress tokens "
   auto n = json::parse(relayed);
   CHECK(n["method"] == "notifications/progress");
   CHECK(n["params"]["progressToken"] == 7);
+}
+
+TEST_CASE("mcp stdio source: a listing the server never answers is asked "
+          "again at its next list_changed") {
+  child_fixture f{{{"FAKE_MCP_DEAF_LIST", "1"}}};
+  // Started, its first tools/list unanswered (init_timeout_s: 2 s).
+  CHECK(f.wait_until([&] {
+    return f.src.view->read().state == mcp_server_view::state_kind::ready;
+  }));
+  CHECK_FALSE(f.src.view->read().tools);
+  std::this_thread::sleep_for(2500ms);
+  // Its list changed: asked again (before, the listing stayed busy for
+  // ever and the tools never came).
+  CHECK(f.call("w", "changed").kind == policy::outcome_kind::ok);
+  CHECK(f.ready());
 }

@@ -12,8 +12,10 @@
 //   silent   never answers
 //   exit     exits with status 3
 //   fds      answers with the file descriptors it holds ("0 1 2")
+//   changed  sends notifications/tools/list_changed, then answers
 //   progress sends a progress notification with the call's token, then
 //            answers with that token
+// With FAKE_MCP_DEAF_LIST set it never answers its first tools/list.
 // Each `notifications/cancelled` it gets is appended to $FAKE_MCP_LOG as
 // "cancelled ID".
 
@@ -84,6 +86,9 @@ void call(const json& id, const std::string& mode, const json& token) {
       ::closedir(d);
     }
     ok["content"][0]["text"] = fds;
+  } else if (mode == "changed") {
+    out(json{{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}}
+            .dump());
   } else if (mode == "progress") {
     out(json{{"jsonrpc", "2.0"},
              {"method", "notifications/progress"},
@@ -101,6 +106,7 @@ void call(const json& id, const std::string& mode, const json& token) {
 } // namespace
 
 int main() {
+  bool deaf_list = std::getenv("FAKE_MCP_DEAF_LIST") != nullptr;
   std::string line;
   while (std::getline(std::cin, line)) {
     auto m = json::parse(line, nullptr, false);
@@ -117,6 +123,8 @@ int main() {
       answer(id, {{"protocolVersion", "2025-06-18"},
                   {"capabilities", {{"tools", json::object()}}},
                   {"serverInfo", {{"name", "hostile-child"}}}});
+    } else if (method == "tools/list" && deaf_list) {
+      deaf_list = false;
     } else if (method == "tools/list") {
       answer(
           id,
