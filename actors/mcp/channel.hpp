@@ -11,9 +11,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "sluice/runtime/policy/mcp/retry_safety.hpp"
 #include "sluice/runtime/policy/outcome.hpp"
@@ -49,12 +52,17 @@ public:
   /// was dropped whole. `log_line`: a line of the server's log (a child's
   /// stderr). `gone`: once, when the server is gone for this channel (the
   /// child exited and was reaped, the HTTP session ended, a stop ended);
-  /// `how` says how, for the log and /status.
+  /// `how` says how, for the log and /status. `backed_up`: asked before
+  /// each read of what the server sends.
   struct handlers {
     std::function<void(std::string_view)> message;
     std::function<void(std::string_view)> log_line;
     std::function<void()> dropped;
     std::function<void(std::string how)> gone;
+    /// True while the owner has more of this server's messages waiting
+    /// than it will hold (`max_unread_bytes`): the channel reads no more
+    /// until it is false again.
+    std::function<bool()> backed_up;
   };
 
   explicit channel(handlers h)
@@ -110,6 +118,21 @@ public:
   virtual pid_t pid() const noexcept { return -1; }
 
 protected:
+  /// Calls `go` (the next read of the server) now, or once `backed_up`
+  /// says the owner caught up, looking every 5 ms: a server that writes
+  /// faster than its owner reads is read no faster. `go` keeps the
+  /// channel alive.
+  template <class Executor>
+  void when_drained(const Executor& exec, std::function<void()> go) {
+    if (!h_.backed_up || !h_.backed_up())
+      return go();
+    auto t = std::make_shared<boost::asio::steady_timer>(
+        exec, std::chrono::milliseconds{5});
+    t->async_wait([this, t, go = std::move(go)](boost::system::error_code) {
+      when_drained(t->get_executor(), std::move(go));
+    });
+  }
+
   /// Calls `gone` once (and no handler after it).
   void end(std::string how) {
     ended_ = true;

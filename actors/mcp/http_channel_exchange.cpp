@@ -217,7 +217,8 @@ void http_channel::read(const exchange_ptr& ex) {
           return;
         switch (v) {
         case upstream::read_verdict::reading:
-          return self->read(ex);
+          return self->when_drained(self->ioc_.get_executor(),
+                                    [self, ex] { self->read(ex); });
         case upstream::read_verdict::complete:
           return self->finish(ex, true);
         case upstream::read_verdict::too_large:

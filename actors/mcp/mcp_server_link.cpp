@@ -3,6 +3,7 @@
 // read, and started again with backoff when it is gone.
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <future>
 
@@ -172,8 +173,15 @@ mcp::channel::handlers link_handlers(mcp_actor* self) {
   auto gen = self->state.gen;
   weak_self<mcp_actor> me{self};
   mcp::channel::handlers h;
-  h.message = [me, gen](std::string_view text) {
-    back_to(me, [gen, text = std::string{text}](mcp_actor* self) {
+  // The bytes of the server's messages on their way to the actor: above
+  // max_unread_bytes the channel stops reading the server.
+  auto unread = std::make_shared<std::atomic<size_t>>(0);
+  h.backed_up = [unread] { return unread->load() > max_unread_bytes; };
+  h.message = [me, gen, unread](std::string_view text) {
+    *unread += text.size();
+    auto held = std::shared_ptr<void>(
+        nullptr, [unread, n = text.size()](void*) { *unread -= n; });
+    back_to(me, [gen, held, text = std::string{text}](mcp_actor* self) {
       auto& st = self->state;
       if (st.gen != gen)
         return;

@@ -59,6 +59,11 @@ struct pending_call {
 enum class list_kind : uint8_t { tools, resources, templates, prompts };
 constexpr size_t list_kinds = 4;
 
+/// The most bytes of a server's messages read but not yet handled by its
+/// source actor (four of the largest messages): beyond it the channel
+/// stops reading, and the server's writes wait in its pipe or socket.
+constexpr size_t max_unread_bytes = 4 * mcp::max_message_bytes;
+
 /// A listing in progress (paged by cursors), and whether another must
 /// follow it (a list_changed came meanwhile).
 struct listing {

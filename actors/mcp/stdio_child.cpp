@@ -248,7 +248,8 @@ void stdio_child::read_out() {
                                   self->h_.message(line);
                               });
         tell_drops();
-        self->read_out();
+        self->when_drained(self->out_.get_executor(),
+                           [self] { self->read_out(); });
       });
 }
 

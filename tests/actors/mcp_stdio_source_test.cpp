@@ -7,11 +7,13 @@
 // timeouts, no duration asserted.
 
 #include "sluice/actors/mcp/mcp_source.hpp"
+#include "sluice/actors/mcp/stdio_child.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <fstream>
@@ -19,6 +21,9 @@
 #include <string>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -249,4 +254,39 @@ TEST_CASE("mcp stdio source: a listing the server never answers is asked "
   // ever and the tools never came).
   CHECK(f.call("w", "changed").kind == policy::outcome_kind::ok);
   CHECK(f.ready());
+}
+
+TEST_CASE("mcp stdio child: a child that writes faster than its owner "
+          "reads is read no faster") {
+  boost::asio::io_context loop;
+  auto work = boost::asio::make_work_guard(loop);
+  std::atomic<bool> backed_up{true};
+  std::atomic<size_t> lines{0};
+  std::atomic<bool> gone{false};
+  mcp::channel::handlers h;
+  h.message = [&](std::string_view) { ++lines; };
+  h.backed_up = [&] { return backed_up.load(); };
+  h.gone = [&](std::string) { gone = true; };
+  // 200,000 lines (600 KB): more than one read.
+  mcp::child_command cmd{"/bin/sh", {"-c", "yes {} | head -n 200000"}, {}, {}};
+  auto child = mcp::stdio_child::spawn(loop, cmd, std::move(h), 4096);
+  std::thread io{[&] { loop.run(); }};
+  std::this_thread::sleep_for(300ms);
+  // One read (16 KiB at most) while the owner is behind, then none.
+  auto early = lines.load();
+  CHECK(early <= 16384 / 3 + 1);
+  std::this_thread::sleep_for(100ms);
+  CHECK(lines.load() == early);
+  backed_up = false;
+  auto until = std::chrono::steady_clock::now() + 10s;
+  while ((lines.load() < 200000 || !gone) &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(10ms);
+  CHECK(lines.load() == 200000);
+  CHECK(gone);
+  boost::asio::post(loop, [&] {
+    child.reset();
+    work.reset();
+  });
+  io.join();
 }
