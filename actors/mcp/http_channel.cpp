@@ -74,7 +74,19 @@ void http_channel::send(uint64_t id, std::string text, send_done done,
     }
     return;
   }
-  open(id, post_message, std::move(text), std::move(done), timeout);
+  bool quiet = !done;
+  if (quiet && quiet_ >= max_quiet_exchanges) {
+    log_limited(http_log_limit(), spdlog::level::warn,
+                "mcp server {}: {} of the gateway's messages in flight "
+                "already: one dropped",
+                name_, max_quiet_exchanges);
+    return;
+  }
+  auto ex = open(id, post_message, std::move(text), std::move(done), timeout);
+  if (quiet && ex->live) {
+    ex->quiet = true;
+    ++quiet_;
+  }
 }
 
 void http_channel::cancel(uint64_t id) {

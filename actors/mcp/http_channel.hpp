@@ -47,6 +47,12 @@ namespace sluice::mcp {
 /// Most connections kept open for reuse.
 constexpr size_t max_idle_http_connections = 4;
 
+/// The most of the gateway's own messages to a server in flight at once
+/// (each a POST: answers to the server's requests, notifications): a
+/// server that sends thousands of pings gets no more sockets than this.
+/// Calls are bounded by admission.
+constexpr size_t max_quiet_exchanges = 64;
+
 /// Longest error (non-2xx) body read.
 constexpr size_t max_http_error_body = 64 * 1024;
 
@@ -114,6 +120,8 @@ private:
   boost::asio::ip::tcp::resolver resolver_;
   std::deque<std::unique_ptr<upstream::connection>> idle_;
   std::unordered_map<uint64_t, exchange_ptr> active_;
+  /// Of them, messages no one waits for (`send` without `done`).
+  size_t quiet_ = 0;
   /// Ids of the channel's own exchanges (GET, DELETE): above the senders'.
   uint64_t next_own_id_ = uint64_t{1} << 63;
   std::string session_;

@@ -368,6 +368,10 @@ void http_channel::fail(const exchange_ptr& ex, delivery how, outcome_kind kind,
 void http_channel::close(const exchange_ptr& ex) {
   ex->live = false;
   active_.erase(ex->id);
+  if (ex->quiet) {
+    ex->quiet = false;
+    --quiet_;
+  }
   if (ex->connect_timer)
     ex->connect_timer->cancel();
   if (ex->deadline)

@@ -58,6 +58,8 @@ struct http_channel::exchange {
   bool written = false;
   bool header_seen = false;
   bool had_session = false;
+  /// Counted in `quiet_` (sent with no `done`).
+  bool quiet = false;
   std::optional<boost::asio::steady_timer> connect_timer;
   std::optional<boost::asio::steady_timer> deadline;
 };

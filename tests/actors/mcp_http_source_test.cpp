@@ -33,9 +33,9 @@ namespace {
 
 std::string http(int status, const std::string& type, const std::string& body,
                  const std::string& extra = {}) {
-  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " +
-         type + "\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n" + extra + "\r\n" + body;
+  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: " + type +
+         "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + extra +
+         "\r\n" + body;
 }
 
 std::string answer(const json& id, const json& result) {
@@ -52,18 +52,52 @@ struct hostile_mcp {
   std::atomic<bool> stop{false};
   /// Extra bytes in initialize's answer header (0: none).
   std::atomic<size_t> junk_header{0};
+  /// Pings its GET stream sends (0: no stream, 405); the gateway's answers
+  /// to them are held unanswered, and counted.
+  std::atomic<int> pings{0};
+  std::atomic<int> held{0};
+  std::atomic<int> most_held{0};
+
+  void hold(tcp::socket& s) {
+    char c;
+    boost::system::error_code ec;
+    while (!stop && !ec)
+      s.read_some(boost::asio::buffer(&c, 1), ec);
+  }
 
   bool serve(script_upstream& up, tcp::socket& s, const std::string& req) {
     auto body_at = req.find("\r\n\r\n");
     auto body = body_at == std::string::npos ? "" : req.substr(body_at + 4);
-    if (req.rfind("GET", 0) == 0)
-      return up.send(s, http(405, "text/plain", ""));
+    if (req.rfind("GET", 0) == 0) {
+      if (pings == 0)
+        return up.send(s, http(405, "text/plain", ""));
+      std::string events;
+      for (int i = 0; i < pings; ++i)
+        events += event(json{
+            {"jsonrpc", "2.0"},
+            {"id", "p" + std::to_string(i)},
+            {"method",
+             "ping"}}.dump());
+      up.send(s, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" +
+                     events);
+      hold(s);
+      return false;
+    }
     if (req.rfind("DELETE", 0) == 0)
       return up.send(s, http(200, "text/plain", ""));
     auto m = json::parse(body, nullptr, false);
     auto method = m.value("method", std::string{});
     if (!m.contains("id")) // a notification
       return up.send(s, http(202, "text/plain", ""));
+    if (!m.contains("method")) { // an answer to one of its pings: held
+      auto n = ++held;
+      for (auto most = most_held.load();
+           n > most && !most_held.compare_exchange_weak(most, n);)
+        ;
+      hold(s);
+      --held;
+      return false;
+    }
     auto id = m["id"];
     if (method == "initialize") {
       auto sid = "s" + std::to_string(++sessions);
@@ -78,13 +112,13 @@ struct hostile_mcp {
                   extra));
     }
     if (method == "tools/list") {
-      json tools = json::array(
-          {{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
-           {{"name", "r"},
-            {"inputSchema", {{"type", "object"}}},
-            {"annotations", {{"readOnlyHint", true}}}}});
-      return up.send(s, http(200, "application/json",
-                             answer(id, {{"tools", tools}})));
+      json tools =
+          json::array({{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
+                       {{"name", "r"},
+                        {"inputSchema", {{"type", "object"}}},
+                        {"annotations", {{"readOnlyHint", true}}}}});
+      return up.send(
+          s, http(200, "application/json", answer(id, {{"tools", tools}})));
     }
     auto mode = m["params"]["arguments"].value("mode", std::string{"ok"});
     json ok{{"content", json::array({{{"type", "text"}, {"text", mode}}})}};
@@ -93,9 +127,10 @@ struct hostile_mcp {
     if (mode == "sse_flood" || mode == "twice") {
       std::string events;
       if (mode == "sse_flood") {
-        json progress{{"jsonrpc", "2.0"},
-                      {"method", "notifications/progress"},
-                      {"params", {{"progressToken", "nobody"}, {"progress", 1}}}};
+        json progress{
+            {"jsonrpc", "2.0"},
+            {"method", "notifications/progress"},
+            {"params", {{"progressToken", "nobody"}, {"progress", 1}}}};
         for (int i = 0; i < 5000; ++i)
           events += event(progress.dump());
         events += event(std::string(10000, 'x')); // over max_message_bytes
@@ -115,8 +150,8 @@ struct hostile_mcp {
     if (mode == "s500")
       return up.send(s, http(500, "application/json", "{}"));
     if (mode == "s429")
-      return up.send(s, http(429, "text/plain", "slow down",
-                             "Retry-After: 1\r\n"));
+      return up.send(
+          s, http(429, "text/plain", "slow down", "Retry-After: 1\r\n"));
     if (mode == "empty200")
       return up.send(s, http(200, "application/json", ""));
     if (mode == "garbage")
@@ -282,5 +317,19 @@ TEST_CASE_METHOD(fixture, "mcp http source: an oversized answer header "
   // The server behaves again: the source gets there.
   mcp.junk_header = 0;
   REQUIRE(ready());
+  CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: a server that sends a thousand "
+                          "pings gets a bounded number of sockets") {
+  mcp.pings = 1000;
+  start();
+  REQUIRE(ready());
+  // Each answer is a POST the server holds: at most max_quiet_exchanges
+  // at once (before, one socket per ping).
+  CHECK(wait_until([&] { return mcp.most_held.load() >= 64; }));
+  std::this_thread::sleep_for(300ms);
+  CHECK(mcp.most_held.load() == 64);
+  // Its calls still go.
   CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
 }
