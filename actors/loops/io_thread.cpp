@@ -1,5 +1,8 @@
 #include "sluice/actors/loops/io_thread.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <boost/beast/core/tcp_stream.hpp>
 
 #include "sluice/actors/log.hpp"
@@ -49,6 +52,13 @@ void report(const std::function<void(const char*)>& caught,
 void run_until_stopped(
     boost::asio::io_context& loop,
     const std::function<void(const char* what)>& caught) noexcept {
+  // A write into a pipe whose reader is gone (a tool server's stdin) fails
+  // with EPIPE on our loops, never raises SIGPIPE in a host process that
+  // did not ignore it (the node does; a service embedding Sluice may not).
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   for (;;) {
     try {
       loop.run();

@@ -290,3 +290,15 @@ TEST_CASE("mcp stdio child: a child that writes faster than its owner "
   });
   io.join();
 }
+
+TEST_CASE_METHOD(child_fixture, "mcp stdio source: a child that closed its "
+                                "stdin raises no SIGPIPE in the process") {
+  // A service embedding Sluice may keep SIGPIPE's default: death.
+  auto before = ::signal(SIGPIPE, SIG_DFL);
+  REQUIRE(ready());
+  CHECK(call("w", "closein").kind == policy::outcome_kind::ok);
+  // Written into the closed pipe: EPIPE, a failed call, this process alive.
+  auto r = call("w", "ok");
+  CHECK(r.kind != policy::outcome_kind::ok);
+  ::signal(SIGPIPE, before);
+}

@@ -12,6 +12,7 @@
 //   silent   never answers
 //   exit     exits with status 3
 //   fds      answers with the file descriptors it holds ("0 1 2")
+//   closein  closes its stdin, answers, and exits 2 s later
 //   changed  sends notifications/tools/list_changed, then answers
 //   progress sends a progress notification with the call's token, then
 //            answers with that token
@@ -20,6 +21,7 @@
 // "cancelled ID".
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -86,6 +88,11 @@ void call(const json& id, const std::string& mode, const json& token) {
       ::closedir(d);
     }
     ok["content"][0]["text"] = fds;
+  } else if (mode == "closein") {
+    ::close(0);
+    answer(id, ok);
+    ::sleep(2);
+    std::exit(0);
   } else if (mode == "changed") {
     out(json{{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}}
             .dump());
