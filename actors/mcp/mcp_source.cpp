@@ -153,6 +153,17 @@ pmcp::tool_hints hints_of_tool(const mcp_server_view& view,
   return tool_hints_of(json::object());
 }
 
+// MCP's notifications/cancelled for request `id`, which the server had:
+// it may stop the work no one waits for any more.
+void tell_cancelled(mcp_actor* self, uint64_t id, const char* reason) {
+  auto& st = self->state;
+  ++st.view->cancels_sent;
+  send_text(self,
+            mcp::notification_text("notifications/cancelled",
+                                   json{{"requestId", id}, {"reason", reason}}),
+            nullptr, st.cfg.init_timeout);
+}
+
 // -- a call's deadline: silence past idle_timeout, or past call_timeout ------
 
 policy::exchange_timeouts call_timeouts(const mcp_server_settings& cfg) {
@@ -190,6 +201,8 @@ void arm(mcp_actor* self, uint64_t id) {
           return arm(self, id); // progress moved it
         bool silent =
             !p->attempt_deadline || p->deadline < *p->attempt_deadline;
+        if (p->written)
+          tell_cancelled(self, id, "timed out at the gateway");
         fail_call(self, id, outcome_kind::timeout, mcp_request_timeout,
                   "server " + self->state.cfg.name + " did not answer in time",
                   silent ? "timeout: no answer or progress (idle_timeout_s)"
@@ -289,13 +302,7 @@ void cancel_requester(mcp_actor* self, const caf::actor_addr& requester) {
   for (auto id : st.calls.drop_requester(requester)) {
     if (std::find(written.begin(), written.end(), id) == written.end())
       continue; // never sent: nothing to tell the server
-    ++st.view->cancels_sent;
-    send_text(self,
-              mcp::notification_text(
-                  "notifications/cancelled",
-                  json{{"requestId", id},
-                       {"reason", "the client cancelled the call"}}),
-              nullptr, st.cfg.init_timeout);
+    tell_cancelled(self, id, "the client cancelled the call");
   }
 }
 

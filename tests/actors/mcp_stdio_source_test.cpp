@@ -153,6 +153,9 @@ TEST_CASE_METHOD(child_fixture, "mcp stdio source: silence and an exit "
   auto r = call("w", "silent");
   CHECK(r.kind == policy::outcome_kind::timeout);
   CHECK(r.unsafe_to_retry);
+  // The server is told the gateway gave up on it.
+  CHECK(wait_until(
+      [&] { return logged().find("cancelled ") != std::string::npos; }));
   r = call("r", "silent");
   CHECK(r.kind == policy::outcome_kind::timeout);
   CHECK_FALSE(r.unsafe_to_retry);
