@@ -29,6 +29,11 @@ constexpr size_t max_tool_pages = 64;
 /// The most items kept of one server's list (tools, resources, ...).
 constexpr size_t max_server_tools = 4096;
 
+/// The largest item kept (a tool with its schemas), and the most bytes of
+/// one list: the merged lists are copied into every answer.
+constexpr size_t max_list_item_bytes = 256 * 1024;
+constexpr size_t max_list_bytes = 8u << 20;
+
 std::chrono::milliseconds as_ms(duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d);
 }
@@ -328,13 +333,28 @@ void on_internal_answer(mcp_actor* self, internal_request what,
     return;
   }
   auto items = m.result.find(how.field);
+  size_t cut = 0;
   if (items != m.result.end() && items->is_array())
     for (auto& t : *items) {
       auto key = t.is_object() ? t.find(how.key) : t.end();
-      if (t.is_object() && key != t.end() && key->is_string() &&
-          l.items.size() < max_server_tools)
-        l.items.push_back(t);
+      if (!t.is_object() || key == t.end() || !key->is_string())
+        continue;
+      auto bytes =
+          t.dump(-1, ' ', false, json::error_handler_t::replace).size();
+      if (l.items.size() >= max_server_tools || bytes > max_list_item_bytes ||
+          l.bytes + bytes > max_list_bytes) {
+        ++cut;
+        continue;
+      }
+      l.bytes += bytes;
+      l.items.push_back(t);
     }
+  if (cut > 0)
+    log_limited(server_log_limit(), spdlog::level::warn,
+                "mcp server {}: {} items of its {} not kept (over {} items, "
+                "{} bytes each or {} bytes in all)",
+                st.cfg.name, cut, how.method, max_server_tools,
+                max_list_item_bytes, max_list_bytes);
   auto next = m.result.find("nextCursor");
   if (next != m.result.end() && next->is_string() &&
       !next->get_ref<const std::string&>().empty() &&

@@ -68,6 +68,7 @@ constexpr size_t max_unread_bytes = 4 * mcp::max_message_bytes;
 /// follow it (a list_changed came meanwhile).
 struct listing {
   std::vector<json> items;
+  size_t bytes = 0; // of the items, as JSON text
   size_t pages = 0;
   bool busy = false;
   bool again = false;

@@ -51,7 +51,8 @@ struct child_fixture {
   int canary = ::open("/dev/null", O_RDONLY);
 
   explicit child_fixture(
-      std::vector<std::pair<std::string, std::string>> env = {}) {
+      std::vector<std::pair<std::string, std::string>> env = {},
+      size_t max_message_bytes = 4096) {
     std::remove(log.c_str());
     mcp_server_settings c;
     c.name = "child";
@@ -64,7 +65,7 @@ struct child_fixture {
     c.restart_backoff = 50ms;
     c.restart_backoff_max = 200ms;
     c.stop_grace = 500ms;
-    c.max_message_bytes = 4096;
+    c.max_message_bytes = max_message_bytes;
     src = spawn_mcp_source(sys, c);
   }
 
@@ -304,4 +305,13 @@ TEST_CASE_METHOD(child_fixture, "mcp stdio source: a child that closed its "
   auto r = call("w", "ok");
   CHECK(r.kind != policy::outcome_kind::ok);
   ::signal(SIGPIPE, before);
+}
+
+TEST_CASE("mcp stdio source: a tool over 256 KiB is not kept in the list") {
+  child_fixture f{{{"FAKE_MCP_BIG_TOOL", "1"}}, 1u << 20};
+  // Its two others are (before, all three: the merged lists are copied
+  // into every answer).
+  CHECK(f.ready());
+  std::this_thread::sleep_for(200ms);
+  CHECK(f.src.view->read().tools->size() == 2);
 }

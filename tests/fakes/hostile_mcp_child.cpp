@@ -16,7 +16,8 @@
 //   changed  sends notifications/tools/list_changed, then answers
 //   progress sends a progress notification with the call's token, then
 //            answers with that token
-// With FAKE_MCP_DEAF_LIST set it never answers its first tools/list.
+// With FAKE_MCP_DEAF_LIST set it never answers its first tools/list; with
+// FAKE_MCP_BIG_TOOL it lists a third tool, "big", of 300 KiB.
 // Each `notifications/cancelled` it gets is appended to $FAKE_MCP_LOG as
 // "cancelled ID".
 
@@ -133,13 +134,16 @@ int main() {
     } else if (method == "tools/list" && deaf_list) {
       deaf_list = false;
     } else if (method == "tools/list") {
-      answer(
-          id,
-          {{"tools",
-            json::array({{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
-                         {{"name", "r"},
-                          {"inputSchema", {{"type", "object"}}},
-                          {"annotations", {{"readOnlyHint", true}}}}})}});
+      auto tools =
+          json::array({{{"name", "w"}, {"inputSchema", {{"type", "object"}}}},
+                       {{"name", "r"},
+                        {"inputSchema", {{"type", "object"}}},
+                        {"annotations", {{"readOnlyHint", true}}}}});
+      if (std::getenv("FAKE_MCP_BIG_TOOL"))
+        tools.push_back({{"name", "big"},
+                         {"description", std::string(300 * 1024, 'd')},
+                         {"inputSchema", {{"type", "object"}}}});
+      answer(id, {{"tools", tools}});
     } else if (method == "tools/call") {
       auto args = m["params"].value("arguments", json::object());
       auto meta = m["params"].value("_meta", json::object());
