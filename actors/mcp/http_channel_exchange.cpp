@@ -210,8 +210,14 @@ void http_channel::read(const exchange_ptr& ex) {
         }
         if (ex->live && ex->reader->streaming()) {
           auto piece = ex->reader->take_body();
-          if (!piece.empty())
-            self->on_body(ex, std::move(piece));
+          try {
+            if (!piece.empty())
+              self->on_body(ex, std::move(piece));
+          } catch (const std::exception& e) { // no memory left
+            return self->fail(ex, delivery::unknown, outcome_kind::transient,
+                              std::string{"reading its answer failed: "} +
+                                  e.what());
+          }
         }
         if (!ex->live)
           return;

@@ -13,6 +13,8 @@
 
 #include <boost/asio/write.hpp>
 
+#include "sluice/actors/log.hpp"
+
 extern char** environ;
 
 namespace sluice::mcp {
@@ -241,13 +243,22 @@ void stdio_child::read_out() {
               self->h_.dropped();
           }
         };
-        self->out_lines_.feed(std::string_view{self->out_chunk_, n},
-                              [&](std::string_view line) {
-                                tell_drops();
-                                if (self->h_.message)
-                                  self->h_.message(line);
-                              });
-        tell_drops();
+        try {
+          self->out_lines_.feed(std::string_view{self->out_chunk_, n},
+                                [&](std::string_view line) {
+                                  tell_drops();
+                                  if (self->h_.message)
+                                    self->h_.message(line);
+                                });
+          tell_drops();
+        } catch (const std::exception& e) {
+          // Its output can no longer be followed (no memory left): ended,
+          // not left blocked on a pipe no one reads.
+          logger().error("mcp child {}: reading its output failed: {}; "
+                         "stopping it",
+                         self->pid_, e.what());
+          return self->stop(std::chrono::milliseconds{1000});
+        }
         self->when_drained(self->out_.get_executor(),
                            [self] { self->read_out(); });
       });

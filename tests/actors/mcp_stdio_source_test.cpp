@@ -208,7 +208,7 @@ TEST_CASE_METHOD(child_fixture, "mcp stdio source: the child holds none of "
 }
 
 TEST_CASE_METHOD(child_fixture, "mcp stdio source: clients' progress tokens "
-                                "may repeat; the server sees the gateway's, "
+                                "may repeat, the server sees the gateway's, "
                                 "each client its own") {
   REQUIRE(ready());
   caf::scoped_actor self{sys};
