@@ -1,7 +1,9 @@
 // What the MCP end-to-end tests (mcp_e2e.mjs: stdio servers;
 // mcp_http_e2e.mjs: Streamable HTTP ones) share: /status's MCP part, waiting
-// for the servers, a result's text, and the prompts-and-resources check
-// against server-everything under the prefix "everything_".
+// for the servers, a result's text, and the checks both make against
+// server-everything (prefix "everything_") and our server ("ours_"): a long
+// call's progress, tool_busy under a session cap of 1, prompts and
+// resources.
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from './checks.mjs';
@@ -47,4 +49,33 @@ export async function promptsAndResources(client) {
   expect(err?.code === -32002, `unknown uri: ${err?.code}`);
   return `${prompts.length} prompts, ${resources.length} resources, ${resourceTemplates.length} templates; ` +
     `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri -32002`;
+}
+
+// A long call's progress notifications reach the client. Returns the note.
+export async function longCallWithProgress(client) {
+  const seen = [];
+  const r = await client.callTool(
+    { name: 'everything_trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
+    undefined,
+    { onprogress: (p) => seen.push(p.progress), timeout: 30000 });
+  expect(seen.length >= 3, `progress ${JSON.stringify(seen)}`);
+  expect(text(r).length > 0, 'empty result');
+  return `progress ${JSON.stringify(seen)}`;
+}
+
+// A second call while ours_slow_read holds the session's one permit:
+// tool_busy -32016 from the session tier. Returns the note.
+export async function busyUnderSessionCap(client, waitMs) {
+  const first = client.callTool({ name: 'ours_slow_read', arguments: { ms: 1500, tag: 'busy1' } });
+  await sleep(waitMs);
+  let err = null;
+  try {
+    await client.callTool({ name: 'everything_echo', arguments: { message: 'second' } });
+  } catch (e) {
+    err = e;
+  }
+  await first;
+  expect(err && err.code === -32016, `second call: ${err ? err.code : 'succeeded'}`);
+  expect(err.data?.tier === 'session', `data ${JSON.stringify(err.data)}`);
+  return `code ${err.code}, data ${JSON.stringify(err.data)}`;
 }

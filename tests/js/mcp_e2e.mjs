@@ -19,7 +19,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
-import { promptsAndResources, serversReady, status, text } from './mcp_checks.mjs';
+import {
+  busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, status, text,
+} from './mcp_checks.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
@@ -107,31 +109,11 @@ try {
       throw new Error('no error');
     });
 
-    await check('a long tool call with progress notifications relayed', async () => {
-      const seen = [];
-      const r = await client.callTool(
-        { name: 'everything_trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
-        undefined,
-        { onprogress: (p) => seen.push(p.progress), timeout: 30000 });
-      expect(seen.length >= 3, `progress ${JSON.stringify(seen)}`);
-      expect(text(r).length > 0, 'empty result');
-      return `progress ${JSON.stringify(seen)}`;
-    });
+    await check('a long tool call with progress notifications relayed',
+      () => longCallWithProgress(client));
 
-    await check('tool_busy -32016 under a session cap of 1', async () => {
-      const first = client.callTool({ name: 'ours_slow_read', arguments: { ms: 1500, tag: 'busy1' } });
-      await sleep(200);
-      let err = null;
-      try {
-        await client.callTool({ name: 'everything_echo', arguments: { message: 'second' } });
-      } catch (e) {
-        err = e;
-      }
-      await first;
-      expect(err && err.code === -32016, `second call: ${err ? err.code : 'succeeded'}`);
-      expect(err.data?.tier === 'session', `data ${JSON.stringify(err.data)}`);
-      return `code ${err.code}, data ${JSON.stringify(err.data)}`;
-    });
+    await check('tool_busy -32016 under a session cap of 1',
+      () => busyUnderSessionCap(client, 200));
 
     await check('cancellation: the client aborts, the server sees notifications/cancelled', async () => {
       const before = (await status(port)).servers.find((s) => s.name === 'ours').cancels_sent;

@@ -23,7 +23,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
-import { promptsAndResources, serversReady, status, text } from './mcp_checks.mjs';
+import {
+  busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, status, text,
+} from './mcp_checks.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
@@ -148,29 +150,11 @@ try {
 
     await check('over HTTP: prompts and resources pass through (listed, got, read; templates routed)', () => promptsAndResources(client));
 
-    await check('over HTTP: a long call\'s progress comes through the server\'s SSE answer', async () => {
-      const seen = [];
-      const r = await client.callTool(
-        { name: 'everything_trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
-        undefined, { onprogress: (p) => seen.push(p.progress), timeout: 30000 });
-      expect(seen.length >= 3, `progress ${JSON.stringify(seen)}`);
-      expect(text(r).length > 0, 'empty result');
-      return `progress ${JSON.stringify(seen)}`;
-    });
+    await check('over HTTP: a long call\'s progress comes through the server\'s SSE answer',
+      () => longCallWithProgress(client));
 
-    await check('over HTTP: tool_busy -32016 under a session cap of 1', async () => {
-      const first = client.callTool({ name: 'ours_slow_read', arguments: { ms: 1500, tag: 'busy1' } });
-      await sleep(300);
-      let err = null;
-      try {
-        await client.callTool({ name: 'everything_echo', arguments: { message: 'second' } });
-      } catch (e) {
-        err = e;
-      }
-      await first;
-      expect(err && err.code === -32016, `second call: ${err ? err.code : 'succeeded'}`);
-      return `code ${err.code}, data ${JSON.stringify(err.data)}`;
-    });
+    await check('over HTTP: tool_busy -32016 under a session cap of 1',
+      () => busyUnderSessionCap(client, 300));
 
     await check('over HTTPS: the client aborts, the server sees notifications/cancelled', async () => {
       await sleep(400);
