@@ -7,6 +7,8 @@
 // timeouts, no duration asserted.
 
 #include "sluice/actors/mcp/mcp_source.hpp"
+
+#include "mcp_source_shared.hpp"
 #include "sluice/actors/mcp/stdio_child.hpp"
 
 #include <fcntl.h>
@@ -78,40 +80,18 @@ struct child_fixture {
 
   template <class Pred>
   bool wait_until(Pred p, std::chrono::milliseconds most = 5s) {
-    auto until = std::chrono::steady_clock::now() + most;
-    while (!p()) {
-      if (std::chrono::steady_clock::now() > until)
-        return false;
-      std::this_thread::sleep_for(10ms);
-    }
-    return true;
+    return mcp_source_test::wait_until(p, most);
   }
 
-  bool ready() {
-    return wait_until([this] {
-      auto s = src.view->read();
-      return s.state == mcp_server_view::state_kind::ready && s.tools &&
-             s.tools->size() == 2;
-    });
-  }
+  bool ready() { return mcp_source_test::ready(src); }
 
   static call_request request(const std::string& tool,
                               const std::string& mode) {
-    json payload{{"method", "tools/call"},
-                 {"params", {{"name", tool}, {"arguments", {{"mode", mode}}}}}};
-    call_request req{"mcp:child", payload.dump()};
-    req.timeout = 5s;
-    return req;
+    return mcp_source_test::request("mcp:child", tool, mode);
   }
 
   source_reply call(const std::string& tool, const std::string& mode) {
-    source_reply out;
-    out.reason = "no answer";
-    caf::scoped_actor self{sys};
-    self->request(src.actor, 10s, attempt_atom_v, request(tool, mode))
-        .receive([&](source_reply& r) { out = std::move(r); },
-                 [&](caf::error& e) { out.reason = to_string(e); });
-    return out;
+    return mcp_source_test::call(sys, src, request(tool, mode));
   }
 
   std::string logged() {
