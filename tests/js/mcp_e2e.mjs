@@ -3,7 +3,8 @@
 // to sluice-node's /mcp, which runs two stdio servers as its children: the
 // reference server @modelcontextprotocol/server-everything, and a small
 // server of ours on the same SDK (mcp_test_server.mjs) that logs every call
-// and cancellation it receives.
+// and cancellation it receives. One check connects the SDK's next major
+// version (@modelcontextprotocol/client) too.
 //
 //   node tests/js/mcp_e2e.mjs PATH_TO_SLUICE_NODE
 //
@@ -95,6 +96,28 @@ try {
       const s = await client.callTool({ name: 'everything_get-sum', arguments: { a: 2, b: 3 } });
       expect(text(s).includes('5'), `sum said ${text(s)}`);
       return `${JSON.stringify(text(e))}, ${JSON.stringify(text(s))}`;
+    });
+
+    await check('the SDK v2 client (@modelcontextprotocol/client) connects, lists and calls', async () => {
+      // The SDK's next major version (separate packages, the 2026-07-28
+      // revision among those it speaks): with its default connect it must
+      // settle on a session revision the node speaks. It needs Node 20.
+      if (Number(process.versions.node.split('.')[0]) < 20)
+        return `not run: Node ${process.versions.node} (the v2 SDK needs 20)`;
+      const v2 = await import('@modelcontextprotocol/client');
+      const c2 = new v2.Client({ name: 'sluice-e2e-v2', version: '1.0.0' });
+      const t2 = new v2.StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`));
+      await c2.connect(t2);
+      try {
+        expect(t2.sessionId, 'no Mcp-Session-Id');
+        const { tools } = await c2.listTools();
+        expect(tools.some((t) => t.name === 'everything_echo'), `tools ${tools.length}`);
+        const e = await c2.callTool({ name: 'everything_echo', arguments: { message: 'v2' } });
+        expect(text(e).includes('v2'), `echo said ${text(e)}`);
+        return `protocol ${t2.protocolVersion}, ${tools.length} tools, ${JSON.stringify(text(e))}`;
+      } finally {
+        await c2.close();
+      }
     });
 
     await check('prompts and resources pass through (listed, got, read; templates routed)', () => promptsAndResources(client));
