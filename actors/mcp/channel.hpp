@@ -41,6 +41,10 @@ struct send_outcome {
   duration retry_after{};
   /// The failure in a few words, for the attempt record and the log.
   std::string reason;
+  /// Not ok because the session it went to is gone (HTTP 404; the server
+  /// refused the connection): the server never saw it, and `gone` follows
+  /// (the owner may send it again on the next session).
+  bool session_gone = false;
 };
 
 using send_done = std::function<void(send_outcome)>;

@@ -99,7 +99,8 @@ private:
   void on_body(const exchange_ptr& ex, std::string piece);
   void finish(const exchange_ptr& ex, bool complete);
   void fail(const exchange_ptr& ex, policy::mcp::delivery how,
-            policy::outcome_kind kind, std::string reason);
+            policy::outcome_kind kind, std::string reason,
+            bool session_gone = false);
   void close(const exchange_ptr& ex);
   void relisten();
   void session_lost(std::string how);

@@ -146,6 +146,16 @@ void http_channel::connect(const exchange_ptr& ex) {
                                                    const tcp::endpoint&) {
           if (!ex->live)
             return;
+          if (ec == net::error::connection_refused && ex->had_session &&
+              !self->stopping_) {
+            // Nothing listens where the session was: the server is down or
+            // restarting. The session is over; a new one starts once it
+            // listens again (and the call goes on that one).
+            self->fail(ex, delivery::not_sent, outcome_kind::transient,
+                       "connect: " + ec.message(), true);
+            return self->session_lost("the server refused the connection (" +
+                                      ec.message() + ")");
+          }
           if (ec)
             return self->fail(ex, delivery::not_sent, outcome_kind::transient,
                               "connect: " + ec.message());
@@ -320,6 +330,7 @@ void http_channel::finish(const exchange_ptr& ex, bool complete) {
   out.kind = verdict.kind;
   out.status = status;
   out.reason = "HTTP " + std::to_string(status);
+  out.session_gone = verdict.session_gone;
   if (status == 429 || status == 503)
     if (auto field = h[http::field::retry_after]; !field.empty())
       if (auto ra = policy::parse_retry_after({field.data(), field.size()},
@@ -347,12 +358,11 @@ void http_channel::finish(const exchange_ptr& ex, bool complete) {
   if (done)
     done(std::move(out));
   if (verdict.session_gone && !stopping_)
-    session_lost("the server ended the session (HTTP 404); starting a new "
-                 "one");
+    session_lost("the server ended the session (HTTP 404)");
 }
 
 void http_channel::fail(const exchange_ptr& ex, delivery how, outcome_kind kind,
-                        std::string reason) {
+                        std::string reason, bool session_gone) {
   if (!ex->live)
     return;
   auto done = std::move(ex->done);
@@ -367,6 +377,7 @@ void http_channel::fail(const exchange_ptr& ex, delivery how, outcome_kind kind,
     out.delivery = how;
     out.kind = kind;
     out.reason = std::move(reason);
+    out.session_gone = session_gone;
     done(std::move(out));
   }
 }

@@ -476,7 +476,7 @@ void start_server(mcp_actor* self) {
     s.state = mcp_server_view::state_kind::starting;
     s.pid = pid;
   });
-  json params{{"protocolVersion", pmcp::supported_versions().front()},
+  json params{{"protocolVersion", pmcp::session_versions().front()},
               {"capabilities", json::object()},
               {"clientInfo", {{"name", "sluice"}, {"version", "0"}}}};
   internal_request init;

@@ -404,14 +404,21 @@ void write_call(mcp_actor* self, uint64_t id) {
   if (!p || p->written)
     return;
   p->written = true;
-  auto line = std::move(p->line);
-  p->line.clear();
   p->exchange = send_text(
-      self, std::move(line), [id](mcp_actor* self, mcp::send_outcome out) {
+      self, std::string{p->line}, [id](mcp_actor* self, mcp::send_outcome out) {
         auto& st = self->state;
         auto* p = st.calls.find(id);
         if (!p)
-          return;     // answered
+          return; // answered
+        if (!out.ok && out.session_gone && p->resends < max_session_resends) {
+          // Its session is gone (the server restarted or went away) and the
+          // server never saw it: it waits for the next session, within its
+          // deadline, and so do the calls that come meanwhile.
+          ++p->resends;
+          p->written = false;
+          st.ready = false;
+          return;
+        }
         if (out.ok) { // an answer stream that ended without the answer
           out.delivery = pmcp::delivery::sent;
           out.kind = outcome_kind::transient;

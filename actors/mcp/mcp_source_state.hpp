@@ -42,11 +42,14 @@ struct pending_call {
   bool relay = false;
   json client_token;
   policy::mcp::tool_hints hints;
-  /// Written to the server (else it waits for the server to be ready, in
-  /// `line`), and the channel's exchange that carries it.
+  /// Written to the server (else it waits for the server to be ready),
+  /// and the channel's exchange that carries it. `line` is kept until the
+  /// call ends: a call whose session was gone before the server saw it is
+  /// sent again on the next one, at most `max_session_resends` times.
   bool written = false;
   uint64_t exchange = 0;
   std::string line;
+  uint32_t resends = 0;
   time_point sent{};
   bool progressed = false;
   std::optional<time_point> attempt_deadline;
@@ -54,6 +57,11 @@ struct pending_call {
   /// When its one pending timer fires (none: not armed).
   std::optional<time_point> timer_at;
 };
+
+/// Times one call is sent again because its session was gone (HTTP 404,
+/// the connection refused) before the server saw it: a server restarting
+/// is waited for, one that loses every session is not chased for ever.
+constexpr uint32_t max_session_resends = 2;
 
 /// What the source lists of its server, each kept in the view.
 enum class list_kind : uint8_t { tools, resources, templates, prompts };

@@ -39,6 +39,14 @@
 #include "sluice/runtime/node/responses.hpp"
 #include "sluice/runtime/node/sse_stream.hpp"
 
+namespace sluice::mcp {
+struct message;
+} // namespace sluice::mcp
+
+namespace sluice::policy::mcp {
+struct request_envelope;
+} // namespace sluice::policy::mcp
+
 namespace sluice::node {
 
 /// Longest wait for a request (header and body) on an idle connection.
@@ -170,8 +178,8 @@ private:
   void start_call(const std::string& path);
   void reserve_shared(const std::string& path, call_options opts,
                       std::string model, bool stream);
-  void send_call(const std::string& path, call_options opts,
-                 std::string model, bool stream);
+  void send_call(const std::string& path, call_options opts, std::string model,
+                 bool stream);
   void run_call(call_request call, call_options opts);
   void list_models(const std::string& id);
   void watch_client();
@@ -196,6 +204,15 @@ private:
   void send_upstream(const std::string& id, const std::string& method,
                      nlohmann::json params, const std::string& server,
                      const std::string& session, bool sse_ok);
+  /// A sessionless (2026-07-28) request, checked by its `_meta` and
+  /// headers (connection_mcp_stateless.cpp).
+  void serve_mcp_stateless(mcp::message& m,
+                           const policy::mcp::request_envelope& e);
+  /// The gateway's answer to a list method (none: not one).
+  std::optional<nlohmann::json> mcp_list(const std::string& method);
+  /// `tools/call`, `prompts/get` and `resources/read`, sent on to their
+  /// server; false for any other method.
+  bool mcp_forward(mcp::message& m, const std::string& session, bool stateless);
   /// How an MCP call that ended with `r` counts on /metrics.
   static std::string mcp_outcome(const call_result& r);
   /// The JSON-RPC answer to the tool call that ended with `r`.
@@ -311,8 +328,12 @@ private:
     std::string tool;
     std::string session;
     uint64_t ticket = 0;
+    /// A sessionless (2026-07-28) request: its result says `resultType`.
+    bool stateless = false;
   };
   std::optional<mcp_call_state> mcp_call_;
+  /// The MCP request being started is sessionless (2026-07-28).
+  bool mcp_stateless_ = false;
   /// The request being answered, for its access-log line and headers.
   access_record rec_;
   time_point request_started_;

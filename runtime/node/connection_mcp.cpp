@@ -9,6 +9,7 @@
 #include <boost/beast/http/field.hpp>
 
 #include "sluice/actors/mcp/jsonrpc.hpp"
+#include "sluice/runtime/node/mcp_request.hpp"
 #include "sluice/runtime/policy/mcp/protocol_version.hpp"
 
 namespace sluice::node {
@@ -17,11 +18,12 @@ namespace http = boost::beast::http;
 namespace pmcp = policy::mcp;
 using nlohmann::json;
 
-namespace {
+bool may_read_prefix(const client_key* key, const std::string& prefix) {
+  // A key limited to some tools reads the resources of a server only when
+  // its globs allow the server's every name (`PREFIX*`).
+  return key == nullptr || key->may_call_tool(prefix + "*");
+}
 
-/// The gateway's `initialize` result: tools, prompts and resources (read,
-/// listed; no subscriptions, no list_changed to clients); sampling,
-/// elicitation, roots, completion and logging are not relayed.
 json initialize_result(const std::string& version) {
   json caps{{"tools", {{"listChanged", false}}},
             {"prompts", {{"listChanged", false}}},
@@ -35,8 +37,12 @@ json initialize_result(const std::string& version) {
                "only where safe)."}};
 }
 
+namespace {
+
 /// MCP's "Resource not found".
 constexpr int mcp_resource_not_found = -32002;
+
+} // namespace
 
 std::string header_text(const http_fields& h, std::string_view name) {
   auto v = h[boost::beast::string_view{name.data(), name.size()}];
@@ -49,8 +55,6 @@ bool accepts(const http_fields& h, std::string_view type) {
   return a.find(type) != std::string_view::npos ||
          a.find("*/*") != std::string_view::npos;
 }
-
-} // namespace
 
 void connection::mcp_reply(unsigned status, std::string body,
                            const std::string& session) {
@@ -90,15 +94,21 @@ void connection::serve_mcp() {
     return write(std::move(res));
   }
   if (!accepts(head, "application/json") && !accepts(head, "text/event-stream"))
-    return mcp_reply(406, mcp::error_response(
-                              "null", mcp::invalid_request,
-                              "Accept must allow application/json"));
+    return mcp_reply(406,
+                     mcp::error_response("null", mcp::invalid_request,
+                                         "Accept must allow application/json"));
   auto read = mcp::read_message(request_.body());
   if (auto* err = std::get_if<mcp::read_error>(&read))
-    return mcp_reply(400, mcp::error_response(err->id, err->code, err->message));
+    return mcp_reply(400,
+                     mcp::error_response(err->id, err->code, err->message));
   auto& m = std::get<mcp::message>(read);
   rec_.rpc_id = m.id;
   using kind = mcp::message::kind;
+  // 2026-07-28 and later: no session; each request says its revision.
+  std::string name_store;
+  auto envelope = read_envelope(head, m, name_store);
+  if (pmcp::is_stateless_request(envelope))
+    return serve_mcp_stateless(m, envelope);
   // initialize opens a session; everything else names one, if it has one.
   if (m.what == kind::request && m.method == "initialize") {
     std::string asked;
@@ -108,9 +118,8 @@ void connection::serve_mcp() {
     std::string id;
     if (pmcp::has_sessions(version))
       id = gw.open_session(key, version, now);
-    return mcp_reply(200,
-                     mcp::result_response(m.id, initialize_result(version)),
-                     id);
+    return mcp_reply(
+        200, mcp::result_response(m.id, initialize_result(version)), id);
   }
   std::optional<std::string_view> proto;
   auto proto_text = header_text(head, "MCP-Protocol-Version");
@@ -129,15 +138,15 @@ void connection::serve_mcp() {
     negotiated = session->version;
   auto verdict = pmcp::header_check(proto, negotiated);
   if (!verdict.ok())
-    return mcp_reply(400, mcp::error_response(m.id.empty() ? "null" : m.id,
-                                              mcp::invalid_request,
-                                              verdict.error));
+    return mcp_reply(400,
+                     mcp::error_response(m.id.empty() ? "null" : m.id,
+                                         mcp::invalid_request, verdict.error));
   // Calls without a session are the key's (or the anonymous clients').
   auto scope = session ? session->id : "key:" + key;
   if (m.what != kind::request) {
     // A notification or a response: accepted, nothing to answer.
-    if (m.what == kind::notification &&
-        m.method == "notifications/cancelled" && m.params.is_object()) {
+    if (m.what == kind::notification && m.method == "notifications/cancelled" &&
+        m.params.is_object()) {
       auto rid = m.params.find("requestId");
       if (rid != m.params.end() &&
           (rid->is_string() || rid->is_number_integer()))
@@ -147,51 +156,53 @@ void connection::serve_mcp() {
   }
   if (m.method == "ping")
     return mcp_reply(200, mcp::result_response(m.id, json::object()));
-  if (m.method == "tools/list") {
-    auto* k = key_;
-    auto list = gw.list_tools([k](const std::string& name) {
-      return k == nullptr || k->may_call_tool(name);
-    });
-    return mcp_reply(200, mcp::result_response(m.id, list));
-  }
-  if (m.method == "prompts/list") {
-    auto* k = key_;
-    auto list = gw.list_prompts([k](const std::string& name) {
-      return k == nullptr || k->may_call_tool(name);
-    });
-    return mcp_reply(200, mcp::result_response(m.id, list));
-  }
-  if (m.method == "resources/list" || m.method == "resources/templates/list") {
-    auto list = gw.list_resources(m.method != "resources/list",
-                                  [this](const std::string& server) {
-                                    return may_read_server(server);
-                                  });
-    return mcp_reply(200, mcp::result_response(m.id, list));
-  }
-  bool call = m.method == "tools/call";
-  if (call || m.method == "prompts/get" || m.method == "resources/read") {
-    if (!m.params.is_object())
-      return mcp_reply(200, mcp::error_response(m.id, mcp::invalid_params,
-                                                m.method + " needs params"));
-    auto sid = session ? session->id : std::string{};
-    auto sse = accepts(head, "text/event-stream");
-    if (call)
-      return start_tool_call(m.id, std::move(m.params), sid, sse);
-    return start_read(m.id, m.method, std::move(m.params), sid, sse);
-  }
+  if (auto list = mcp_list(m.method))
+    return mcp_reply(200, mcp::result_response(m.id, *list));
+  if (mcp_forward(m, session ? session->id : std::string{}, false))
+    return;
   rec_.rpc_error = mcp::method_not_found;
-  mcp_reply(200, mcp::error_response(
-                     m.id, mcp::method_not_found,
-                     "method not supported by the gateway (tools, prompts "
-                     "and resources; no subscriptions, completion or "
-                     "logging)"));
+  mcp_reply(200, mcp::error_response(m.id, mcp::method_not_found,
+                                     mcp_unknown_method));
+}
+
+std::optional<json> connection::mcp_list(const std::string& method) {
+  auto& gw = front_.mcp;
+  auto* k = key_;
+  auto allowed = [k](const std::string& name) {
+    return k == nullptr || k->may_call_tool(name);
+  };
+  if (method == "tools/list")
+    return gw.list_tools(allowed);
+  if (method == "prompts/list")
+    return gw.list_prompts(allowed);
+  if (method == "resources/list" || method == "resources/templates/list")
+    return gw.list_resources(
+        method != "resources/list",
+        [k](const std::string& prefix) { return may_read_prefix(k, prefix); });
+  return std::nullopt;
+}
+
+bool connection::mcp_forward(mcp::message& m, const std::string& session,
+                             bool stateless) {
+  bool call = m.method == "tools/call";
+  if (!call && m.method != "prompts/get" && m.method != "resources/read")
+    return false;
+  if (!m.params.is_object()) {
+    mcp_reply(200, mcp::error_response(m.id, mcp::invalid_params,
+                                       m.method + " needs params"));
+    return true;
+  }
+  auto sse = accepts(request_.base(), "text/event-stream");
+  mcp_stateless_ = stateless;
+  if (call)
+    start_tool_call(m.id, std::move(m.params), session, sse);
+  else
+    start_read(m.id, m.method, std::move(m.params), session, sse);
+  return true;
 }
 
 bool connection::may_read_server(const std::string& server) const {
-  // A key limited to some tools reads the resources of a server only when
-  // its globs allow the server's every name (`PREFIX*`).
-  return key_ == nullptr ||
-         key_->may_call_tool(front_.mcp.prefix_of(server) + "*");
+  return may_read_prefix(key_, front_.mcp.prefix_of(server));
 }
 
 void connection::start_read(const std::string& id, const std::string& method,
@@ -209,9 +220,9 @@ void connection::start_read(const std::string& id, const std::string& method,
     auto p = gw.resolve_prompt(name);
     if (!p || (key_ && !key_->may_call_tool(name))) {
       rec_.rpc_error = mcp::invalid_params;
-      return mcp_reply(200, mcp::error_response(id, mcp::invalid_params,
-                                                "unknown prompt: " +
-                                                    echo_text(name)));
+      return mcp_reply(
+          200, mcp::error_response(id, mcp::invalid_params,
+                                   "unknown prompt: " + echo_text(name)));
     }
     params["name"] = p->name; // the server's own name
     server = p->server;
@@ -224,10 +235,12 @@ void connection::start_read(const std::string& id, const std::string& method,
     rec_.tool = echo_text(uri);
     server = gw.resource_server(uri);
     if (!server || !may_read_server(*server)) {
-      rec_.rpc_error = mcp_resource_not_found;
+      // 2026-07-28 retired -32002 for -32602.
+      auto code = mcp_stateless_ ? mcp::invalid_params : mcp_resource_not_found;
+      rec_.rpc_error = code;
       json data{{"uri", echo_text(uri)}};
-      return mcp_reply(200, mcp::error_response(id, mcp_resource_not_found,
-                                                "Resource not found", &data));
+      return mcp_reply(
+          200, mcp::error_response(id, code, "Resource not found", &data));
     }
   }
   send_upstream(id, method, std::move(params), *server, session, sse_ok);
@@ -245,18 +258,17 @@ void connection::start_tool_call(const std::string& id, json params,
   auto tool = gw.resolve(name);
   if (!tool || (key_ && !key_->may_call_tool(name))) {
     rec_.rpc_error = mcp::invalid_params;
-    return mcp_reply(200, mcp::error_response(id, mcp::invalid_params,
-                                              "unknown tool: " +
-                                                  echo_text(name)));
+    return mcp_reply(200,
+                     mcp::error_response(id, mcp::invalid_params,
+                                         "unknown tool: " + echo_text(name)));
   }
   params["name"] = tool->name; // the server's own name
   send_upstream(id, "tools/call", std::move(params), tool->server, session,
                 sse_ok);
 }
 
-void connection::send_upstream(const std::string& id,
-                               const std::string& method, json params,
-                               const std::string& server,
+void connection::send_upstream(const std::string& id, const std::string& method,
+                               json params, const std::string& server,
                                const std::string& session, bool sse_ok) {
   auto& gw = front_.mcp;
   rec_.mcp_server = server;
@@ -269,21 +281,23 @@ void connection::send_upstream(const std::string& id,
       opts.session_tier = key_->tier(); // the key is the session
     }
     if (auto wait = key_->take(front_.now())) {
-      json data{{"retry_after_s", std::chrono::duration<double>(*wait).count()}};
+      json data{
+          {"retry_after_s", std::chrono::duration<double>(*wait).count()}};
       rec_.rpc_error = -32000;
-      return mcp_reply(200, mcp::error_response(id, -32000,
-                                                "rate_limit_exceeded", &data));
+      return mcp_reply(
+          200, mcp::error_response(id, -32000, "rate_limit_exceeded", &data));
     }
   } else {
     opts.session = session;
   }
   bool progress = false;
-  if (auto meta = params.find("_meta"); meta != params.end() &&
-                                        meta->is_object())
+  if (auto meta = params.find("_meta");
+      meta != params.end() && meta->is_object())
     progress = meta->contains("progressToken");
   json payload{{"method", method}, {"params", std::move(params)}};
-  call_request call{"mcp:" + server, payload.dump(-1, ' ', false,
-                                                  json::error_handler_t::replace)};
+  call_request call{
+      "mcp:" + server,
+      payload.dump(-1, ' ', false, json::error_handler_t::replace)};
   call.stream = progress && sse_ok;
   mcp_call_state st;
   st.id = id;
@@ -291,15 +305,22 @@ void connection::send_upstream(const std::string& id,
   st.server = server;
   st.tool = rec_.tool;
   st.session = session;
+  st.stateless = mcp_stateless_;
+  if (st.stateless) {
+    // Cancelled by closing its stream (2026-07-28): no id to look up, and
+    // ids repeat across clients (each SDK client counts from 0).
+    mcp_call_ = std::move(st);
+    return run_call(std::move(call), std::move(opts));
+  }
   std::weak_ptr<connection> weak = shared_from_this();
-  st.ticket = gw.track(session.empty() ? "key:" + (key_ ? key_->name() : "")
-                                       : session,
-                       id, [gate = front_.gate, weak] {
-                         post_to(gate, weak, [](connection& c) {
-                           if (c.pending_ && c.mcp_call_)
-                             c.call_.cancel();
-                         });
-                       });
+  st.ticket =
+      gw.track(session.empty() ? "key:" + (key_ ? key_->name() : "") : session,
+               id, [gate = front_.gate, weak] {
+                 post_to(gate, weak, [](connection& c) {
+                   if (c.pending_ && c.mcp_call_)
+                     c.call_.cancel();
+                 });
+               });
   if (st.ticket == 0) {
     rec_.rpc_error = mcp::invalid_request;
     return mcp_reply(200, mcp::error_response(id, mcp::invalid_request,
@@ -314,9 +335,8 @@ std::string connection::mcp_outcome(const call_result& r) {
   switch (r.status) {
   case call_status::ok:
     // The tool's own failure is an answer; told apart for operators.
-    return r.body.find("\"isError\":true") != std::string::npos
-               ? "tool_error"
-               : "ok";
+    return r.body.find("\"isError\":true") != std::string::npos ? "tool_error"
+                                                                : "ok";
   case call_status::tool_busy:
     return "tool_busy";
   case call_status::upstream_error:
@@ -345,6 +365,8 @@ std::string connection::mcp_answer(const call_result& r) const {
       return mcp::error_response(c.id, mcp::internal_error,
                                  "server " + c.server +
                                      " answered no result object");
+    if (c.stateless)
+      stateless_result(c.method, result);
     return mcp::result_response(c.id, result);
   }
   case call_status::tool_busy: {
@@ -378,10 +400,9 @@ std::string connection::mcp_answer(const call_result& r) const {
               {"retry_after_s", seconds(r.retry_after_s)}};
     if (!r.attempts.empty() && !r.attempts.back().reason.empty())
       data["last_error"] = r.attempts.back().reason;
-    return mcp::error_response(c.id, mcp::internal_error,
-                               "server " + c.server + " is unavailable (" +
-                                   r.reason + ")",
-                               &data);
+    return mcp::error_response(
+        c.id, mcp::internal_error,
+        "server " + c.server + " is unavailable (" + r.reason + ")", &data);
   }
   case call_status::governance_backend_error:
     return mcp::error_response(c.id, mcp::internal_error,

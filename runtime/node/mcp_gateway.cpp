@@ -105,8 +105,7 @@ std::optional<mcp_session> mcp_gateway::use_session(const std::string& id,
   return i->second;
 }
 
-bool mcp_gateway::close_session(const std::string& id,
-                                const std::string& key) {
+bool mcp_gateway::close_session(const std::string& id, const std::string& key) {
   std::lock_guard<std::mutex> guard{mx_};
   auto i = sessions_.find(id);
   if (i == sessions_.end() || i->second.key != key)
@@ -232,7 +231,7 @@ json mcp_gateway::list_resources(
   std::set<std::string> seen;
   for (size_t i = 0; i < servers_.size(); ++i) {
     auto& items = templates ? templates_[i] : resources_[i];
-    if (!items || (allowed && !allowed(servers_[i]->name)))
+    if (!items || (allowed && !allowed(servers_[i]->prefix)))
       continue;
     for (auto& r : *items)
       if (seen.insert(r.value(key, std::string{})).second)

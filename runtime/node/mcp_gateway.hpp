@@ -54,9 +54,8 @@ public:
 
   /// The session `id` of `key`, marked used at `now`; none when unknown,
   /// expired, or another key's.
-  std::optional<mcp_session> use_session(const std::string& id,
-                                         const std::string& key,
-                                         time_point now);
+  std::optional<mcp_session>
+  use_session(const std::string& id, const std::string& key, time_point now);
 
   /// Ends session `id` of `key`; false when there was none.
   bool close_session(const std::string& id, const std::string& key);
@@ -89,8 +88,9 @@ public:
 
   /// The resources (`resources/list`) or resource templates
   /// (`resources/templates/list`) offered now, URIs as the servers gave
-  /// them, of the servers `allowed` says yes to (by server name). A URI
-  /// two servers offer is the first's.
+  /// them, of the servers `allowed` says yes to (given each one's tool
+  /// prefix; called under the gateway's lock, so it must not call back
+  /// into the gateway). A URI two servers offer is the first's.
   nlohmann::json
   list_resources(bool templates,
                  const std::function<bool(const std::string&)>& allowed);
@@ -129,8 +129,9 @@ private:
     policy::mcp::tool_directory dir;
     std::vector<std::map<std::string, nlohmann::json>> defs;
   };
-  void set_named(named_list& l, size_t server,
-                 const std::shared_ptr<const std::vector<nlohmann::json>>& items);
+  void
+  set_named(named_list& l, size_t server,
+            const std::shared_ptr<const std::vector<nlohmann::json>>& items);
   nlohmann::json list_named(const named_list& l, const char* field,
                             const std::function<bool(const std::string&)>& ok);
 

@@ -325,20 +325,7 @@ bool is_operations_path(std::string_view path) noexcept {
          is_dashboard_path(path) || path.rfind("/admin/", 0) == 0;
 }
 
-std::optional<std::string> basic_password(std::string_view value) {
-  constexpr std::string_view scheme = "basic ";
-  if (value.size() < scheme.size())
-    return std::nullopt;
-  for (size_t i = 0; i < scheme.size(); ++i)
-    if (static_cast<char>(std::tolower(static_cast<unsigned char>(value[i]))) !=
-        scheme[i])
-      return std::nullopt;
-  value.remove_prefix(scheme.size());
-  while (!value.empty() && value.front() == ' ')
-    value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
-    value.remove_suffix(1);
-  // Base64 (RFC 4648), padded to a multiple of four.
+std::optional<std::string> decode_base64(std::string_view value) {
   if (value.empty() || value.size() % 4 != 0)
     return std::nullopt;
   auto sextet = [](char c) -> int {
@@ -378,10 +365,29 @@ std::optional<std::string> basic_password(std::string_view value) {
     if (pad < 1)
       decoded += static_cast<char>(bits & 0xff);
   }
-  auto colon = decoded.find(':');
-  if (colon == std::string::npos || colon + 1 == decoded.size())
+  return decoded;
+}
+
+std::optional<std::string> basic_password(std::string_view value) {
+  constexpr std::string_view scheme = "basic ";
+  if (value.size() < scheme.size())
     return std::nullopt;
-  return decoded.substr(colon + 1);
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (static_cast<char>(std::tolower(static_cast<unsigned char>(value[i]))) !=
+        scheme[i])
+      return std::nullopt;
+  value.remove_prefix(scheme.size());
+  while (!value.empty() && value.front() == ' ')
+    value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t'))
+    value.remove_suffix(1);
+  auto decoded = decode_base64(value);
+  if (!decoded)
+    return std::nullopt;
+  auto colon = decoded->find(':');
+  if (colon == std::string::npos || colon + 1 == decoded->size())
+    return std::nullopt;
+  return decoded->substr(colon + 1);
 }
 
 access_verdict decide_access(http::verb method, std::string_view path,

@@ -60,8 +60,7 @@ void set_cors_headers(http_fields& h, std::string_view origin);
 /// The headers of the 204 answering a preflight from `origin`, which asked
 /// in `request`: `set_cors_headers`, the methods, the headers (ours and
 /// those it asked for), `Access-Control-Max-Age`.
-void set_preflight_headers(http_fields& h,
-                           std::string_view origin,
+void set_preflight_headers(http_fields& h, std::string_view origin,
                            const http_fields& request);
 
 /// Whether `path` is the dashboard (/dashboard or /dashboard/...): its 401
@@ -74,6 +73,10 @@ bool is_dashboard_path(std::string_view path) noexcept;
 /// sends the admin key this way to the operations endpoints once its user
 /// typed it into the dashboard's sign-in prompt.
 std::optional<std::string> basic_password(std::string_view value);
+
+/// `value` decoded from base64 (RFC 4648, padded to a multiple of four);
+/// none when it is not that.
+std::optional<std::string> decode_base64(std::string_view value);
 
 /// What the rule reads of the node: fixed while the front runs, except the
 /// lookups, which read the front's keys.
@@ -141,8 +144,7 @@ struct access_verdict {
 /// keys configured) is answered `preflight`, any other 403; operations
 /// take none.
 access_verdict decide_access(boost::beast::http::verb method,
-                             std::string_view path,
-                             const http_fields& headers,
+                             std::string_view path, const http_fields& headers,
                              const access_context& ctx);
 
 } // namespace sluice::node

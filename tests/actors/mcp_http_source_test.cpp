@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -59,6 +60,8 @@ struct hostile_mcp {
   std::atomic<int> pings{0};
   std::atomic<int> held{0};
   std::atomic<int> most_held{0};
+  std::atomic<int> lost_once_answered{0};
+  std::atomic<int> lost_sent{0};
 
   void hold(tcp::socket& s) {
     char c;
@@ -158,29 +161,43 @@ struct hostile_mcp {
       return up.send(s, http(200, "application/json", ""));
     if (mode == "garbage")
       return up.send(s, http(200, "application/json", "not json{"));
-    if (mode == "lost")
+    if (mode == "lost") {
+      ++lost_sent;
       return up.send(s, http(404, "application/json", "{}"));
+    }
+    if (mode == "lost_once") { // the first session is forgotten (a restart)
+      if (req.find("Mcp-Session-Id: s1\r\n") != std::string::npos)
+        return up.send(s, http(404, "application/json", "{}"));
+      ++lost_once_answered;
+      return up.send(s, http(200, "application/json", answer(id, ok)));
+    }
     return up.send(s, http(400, "text/plain", "?"));
   }
 };
 
 struct fixture {
   hostile_mcp mcp;
-  script_upstream server{
-      [this](script_upstream& up, tcp::socket& s, const std::string& req) {
-        return mcp.serve(up, s, req);
-      }};
+  std::unique_ptr<script_upstream> server = serve_on(0);
   caf::actor_system_config cfg;
   caf::actor_system sys{cfg};
   mcp_source src;
+  std::chrono::milliseconds idle_timeout = 400ms;
+
+  std::unique_ptr<script_upstream> serve_on(uint16_t port) {
+    return std::make_unique<script_upstream>(
+        [this](script_upstream& up, tcp::socket& s, const std::string& req) {
+          return mcp.serve(up, s, req);
+        },
+        port);
+  }
 
   void start() {
     mcp_server_settings c;
     c.name = "hostile";
     c.prefix = "h_";
     c.transport = mcp_transport::http;
-    c.url = server.url() + "/mcp";
-    c.idle_timeout = 400ms;
+    c.url = server->url() + "/mcp";
+    c.idle_timeout = idle_timeout;
     c.init_timeout = 2s;
     c.restart_backoff = 50ms;
     c.restart_backoff_max = 200ms;
@@ -269,17 +286,54 @@ TEST_CASE_METHOD(fixture, "mcp http source: statuses say how far a call got "
   CHECK_FALSE(r.unsafe_to_retry);
 }
 
-TEST_CASE_METHOD(fixture, "mcp http source: a lost session is not sent, and "
-                          "a new one is started") {
+TEST_CASE_METHOD(fixture, "mcp http source: a call whose session is lost "
+                          "goes on the new one") {
+  idle_timeout = 3s; // room for the restarts the call waits for
   start();
   REQUIRE(ready());
-  auto r = call("w", "lost");
+  // The server forgot session s1 (it restarted): the call, which it never
+  // saw, is sent on the new session -- one attempt, answered (before, it
+  // failed, and its caller spent a retry on the gateway's own session).
+  auto r = call("w", "lost_once");
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(mcp.lost_once_answered.load() == 1);
+  CHECK(mcp.sessions.load() == 2);
+  CHECK(src.view->read().restarts >= 1);
+  // A server that loses every session is not chased for ever: the call
+  // goes out 1 + max_session_resends times, then fails unsent (safe).
+  r = call("w", "lost");
   CHECK(r.kind == policy::outcome_kind::transient);
   CHECK_FALSE(r.unsafe_to_retry);
-  CHECK(wait_until([&] { return mcp.sessions.load() >= 2; }));
+  CHECK(mcp.lost_sent.load() == 3);
   REQUIRE(ready());
-  CHECK(src.view->read().restarts >= 1);
   CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: a server that stops listening is "
+                          "down, and a call waits for it to come back") {
+  idle_timeout = 3s; // how long the call may wait
+  start();
+  REQUIRE(ready());
+  auto port = server->port();
+  server.reset(); // nothing listens there now: connections are refused
+  // A call meanwhile: its connection refused, the source starts a new
+  // session (the status says down, not ready) and the call waits for it.
+  std::atomic<bool> answered{false};
+  source_reply r;
+  std::thread caller{[&] {
+    r = call("w", "ok");
+    answered = true;
+  }};
+  CHECK(wait_until([&] {
+    return src.view->read().state != mcp_server_view::state_kind::ready;
+  }));
+  std::this_thread::sleep_for(100ms);
+  CHECK_FALSE(answered.load());
+  server = serve_on(port); // the server is back, with no memory of s1
+  caller.join();
+  CHECK(r.kind == policy::outcome_kind::ok);
+  CHECK(mcp.sessions.load() == 2);
+  CHECK(src.view->read().state == mcp_server_view::state_kind::ready);
 }
 
 TEST_CASE_METHOD(fixture, "mcp http source: an oversized answer header "

@@ -13,9 +13,9 @@ namespace sluice::testing {
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-script_upstream::script_upstream(answer_fn answer)
+script_upstream::script_upstream(answer_fn answer, uint16_t port)
     : answer_(std::move(answer))
-    , acceptor_(ioc_, tcp::endpoint{net::ip::make_address("127.0.0.1"), 0}) {
+    , acceptor_(ioc_, tcp::endpoint{net::ip::make_address("127.0.0.1"), port}) {
   accept_thread_ = std::thread{[this] {
     while (!stop_) {
       boost::system::error_code ec;
@@ -25,9 +25,8 @@ script_upstream::script_upstream(answer_fn answer)
         return;
       std::lock_guard<std::mutex> guard{mx_};
       open_fds_.push_back(s.native_handle());
-      threads_.emplace_back([this, s = std::move(s)]() mutable {
-        serve(std::move(s));
-      });
+      threads_.emplace_back(
+          [this, s = std::move(s)]() mutable { serve(std::move(s)); });
     }
   }};
 }
@@ -53,7 +52,11 @@ script_upstream::~script_upstream() {
 }
 
 std::string script_upstream::url() const {
-  return "http://127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  return "http://127.0.0.1:" + std::to_string(port());
+}
+
+uint16_t script_upstream::port() const {
+  return acceptor_.local_endpoint().port();
 }
 
 bool script_upstream::send(tcp::socket& s, const std::string& bytes) {

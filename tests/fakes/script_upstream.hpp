@@ -27,7 +27,9 @@ public:
   using answer_fn = std::function<bool(
       script_upstream&, boost::asio::ip::tcp::socket&, const std::string&)>;
 
-  explicit script_upstream(answer_fn answer);
+  /// Listens on 127.0.0.1:`port` (0: a free one; else e.g. the port of
+  /// one that stopped, to play a server started again).
+  explicit script_upstream(answer_fn answer, uint16_t port = 0);
   ~script_upstream();
 
   script_upstream(const script_upstream&) = delete;
@@ -35,6 +37,7 @@ public:
 
   /// `http://127.0.0.1:PORT`.
   std::string url() const;
+  uint16_t port() const;
 
   std::atomic<int> requests{0};
   /// Bytes `answer` wrote in all (the writes that went through).

@@ -10,26 +10,28 @@ import { expect } from './checks.mjs';
 
 export const text = (result) => result.content?.map((c) => c.text).join('') ?? '';
 
-export async function status(port) {
-  const r = await fetch(`http://127.0.0.1:${port}/status`);
+// `headers`: an admin key's, where the node has one.
+export async function status(port, headers = {}) {
+  const r = await fetch(`http://127.0.0.1:${port}/status`, { headers });
   return (await r.json()).mcp;
 }
 
 // Resolves with /status's MCP part once every server is ready with tools.
-export async function serversReady(port, ms = 20000) {
+export async function serversReady(port, ms = 20000, headers = {}) {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    const s = await status(port);
+    const s = await status(port, headers);
     if (s.servers.every((x) => x.state === 'ready' && x.tools > 0)) return s;
     await sleep(100);
   }
-  throw new Error(`servers not ready: ${JSON.stringify(await status(port))}`);
+  throw new Error(`servers not ready: ${JSON.stringify(await status(port, headers))}`);
 }
 
 // Prompts and resources of server-everything through the gateway: listed,
 // a prompt got, a listed resource and a templated one read, an unknown URI
-// refused. Returns what was seen.
-export async function promptsAndResources(client) {
+// refused (-32002; -32602 in 2026-07-28, which retired -32002). Returns
+// what was seen.
+export async function promptsAndResources(client, unknownUriCode = -32002) {
   const { prompts } = await client.listPrompts();
   const names = prompts.map((p) => p.name);
   expect(names.includes('everything_args-prompt'), `prompts ${names.join(',')}`);
@@ -46,18 +48,22 @@ export async function promptsAndResources(client) {
   expect((dyn.contents?.[0]?.text ?? '').includes('Resource 7'), `read ${JSON.stringify(dyn).slice(0, 200)}`);
   let err = null;
   try { await client.readResource({ uri: 'nope://x' }); } catch (e) { err = e; }
-  expect(err?.code === -32002, `unknown uri: ${err?.code}`);
+  expect(err?.code === unknownUriCode, `unknown uri: ${err?.code}`);
   return `${prompts.length} prompts, ${resources.length} resources, ${resourceTemplates.length} templates; ` +
-    `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri -32002`;
+    `prompt ${JSON.stringify(got.messages[0].content.text)}; a templated read; unknown uri ${unknownUriCode}`;
 }
 
+// callTool with request options: the v1 SDK's takes a result schema
+// between, the v2 SDK's (@modelcontextprotocol/client) does not.
+export const callWith = (client, params, options, v2 = false) =>
+  (v2 ? client.callTool(params, options) : client.callTool(params, undefined, options));
+
 // A long call's progress notifications reach the client. Returns the note.
-export async function longCallWithProgress(client) {
+export async function longCallWithProgress(client, v2 = false) {
   const seen = [];
-  const r = await client.callTool(
+  const r = await callWith(client,
     { name: 'everything_trigger-long-running-operation', arguments: { duration: 2, steps: 4 } },
-    undefined,
-    { onprogress: (p) => seen.push(p.progress), timeout: 30000 });
+    { onprogress: (p) => seen.push(p.progress), timeout: 30000 }, v2);
   expect(seen.length >= 3, `progress ${JSON.stringify(seen)}`);
   expect(text(r).length > 0, 'empty result');
   return `progress ${JSON.stringify(seen)}`;

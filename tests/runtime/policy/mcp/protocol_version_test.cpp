@@ -12,8 +12,15 @@ using namespace sluice::policy::mcp;
 using kind = header_verdict::kind;
 
 TEST_CASE("mcp protocol_version: the supported revisions, newest first") {
-  CHECK(supported_versions() ==
+  CHECK(supported_versions() == std::vector<std::string_view>{
+                                    "2026-07-28", "2025-11-25", "2025-06-18"});
+  CHECK(session_versions() ==
         std::vector<std::string_view>{"2025-11-25", "2025-06-18"});
+  CHECK(stateless_versions() == std::vector<std::string_view>{"2026-07-28"});
+  CHECK(is_stateless("2026-07-28"));
+  CHECK_FALSE(is_stateless("2025-11-25"));
+  CHECK_FALSE(is_stateless("2026-07-28 "));
+  CHECK(is_supported("2026-07-28"));
   CHECK(is_supported("2025-11-25"));
   CHECK(is_supported("2025-06-18"));
   CHECK_FALSE(is_supported("2025-03-26"));
@@ -26,14 +33,14 @@ TEST_CASE("mcp protocol_version: the revisions a tool server may answer "
           "the gateway's initialize with") {
   for (auto v : {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"})
     CHECK(server_version_ok(v));
-  // Newer than the gateway, unknown, or a header's injection: the start
-  // ends.
+  // Sessionless (an initialize answered with it is wrong), unknown, or a
+  // header's injection: the start ends.
   for (auto v : {"2026-07-28", "", "2025-06-18\r\nX: y", "2024-10-07", "1"})
     CHECK_FALSE(server_version_ok(v));
 }
 
 TEST_CASE("mcp protocol_version: negotiate answers the requested revision "
-          "if supported, else the newest") {
+          "if supported with sessions, else the newest such") {
   CHECK(negotiate("2025-11-25") == "2025-11-25");
   CHECK(negotiate("2025-06-18") == "2025-06-18");
   CHECK(negotiate("2025-03-26") == "2025-11-25");
@@ -99,9 +106,9 @@ TEST_CASE("mcp protocol_version: a hostile header is quoted cut and "
     CHECK((c >= 0x20 && c < 0x7f));
 }
 
-TEST_CASE("mcp protocol_version: every supported revision has sessions, "
-          "others not") {
-  for (auto v : supported_versions())
+TEST_CASE("mcp protocol_version: the session revisions have sessions, "
+          "2026-07-28 and unknown ones not") {
+  for (auto v : session_versions())
     CHECK(has_sessions(v));
   CHECK_FALSE(has_sessions("2026-07-28"));
   CHECK_FALSE(has_sessions(""));
