@@ -202,6 +202,10 @@ try {
         .then((r) => r, (e) => e);
       await sleep(500);
       await killed(ours);
+      // Down for a while (a slow restart): the retry finds nothing
+      // listening, and waits for the new session instead of spending the
+      // call's attempts on refused connections.
+      await sleep(2000);
       ours = await startOurs();
       const r = await call;
       expect(!(r instanceof Error), `error ${r.code} ${r.message}`);
