@@ -5,8 +5,27 @@
 // call's progress, tool_busy under a session cap of 1, prompts and
 // resources.
 
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from './checks.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+// The config of the two stdio servers the node runs: server-everything
+// ("everything_") and ours ("ours_", logging to `serverLog`).
+export const stdioServersToml = (serverLog) => `
+[mcp.servers.everything]
+command = ${JSON.stringify(process.execPath)}
+args = [${JSON.stringify(path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'))}, "stdio"]
+idle_timeout_s = 20
+
+[mcp.servers.ours]
+command = ${JSON.stringify(process.execPath)}
+args = [${JSON.stringify(path.join(here, 'mcp_test_server.mjs'))}]
+env = { MCP_TEST_LOG = ${JSON.stringify(serverLog)} }
+restart_backoff_s = 0.2
+`;
 
 export const text = (result) => result.content?.map((c) => c.text).join('') ?? '';
 

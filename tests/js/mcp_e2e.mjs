@@ -14,17 +14,15 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
 import {
-  busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, status, text,
+  busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, stdioServersToml, status, text,
 } from './mcp_checks.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
 if (!binary) {
   console.error('usage: node mcp_e2e.mjs PATH_TO_SLUICE_NODE');
@@ -33,24 +31,13 @@ if (!binary) {
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-mcp-'));
 const serverLog = path.join(dir, 'server.log');
-const everything = path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const config = path.join(dir, 'sluice.toml');
 const configText = `
 [admission]
 session_cap = 1
 wait_timeout_s = 0.3
 
-[mcp.servers.everything]
-command = ${JSON.stringify(process.execPath)}
-args = [${JSON.stringify(everything)}, "stdio"]
-idle_timeout_s = 20
-
-[mcp.servers.ours]
-command = ${JSON.stringify(process.execPath)}
-args = [${JSON.stringify(path.join(here, 'mcp_test_server.mjs'))}]
-env = { MCP_TEST_LOG = ${JSON.stringify(serverLog)} }
-restart_backoff_s = 0.2
-`;
+${stdioServersToml(serverLog)}`;
 fs.writeFileSync(config, configText);
 
 const logLines = () => (fs.existsSync(serverLog) ? fs.readFileSync(serverLog, 'utf8').split('\n') : []);

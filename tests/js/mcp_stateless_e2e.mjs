@@ -16,15 +16,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
 import {
-  busyUnderSessionCap, callWith, longCallWithProgress, promptsAndResources, serversReady, text,
+  busyUnderSessionCap, callWith, longCallWithProgress, promptsAndResources, serversReady, stdioServersToml, text,
 } from './mcp_checks.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.argv[2];
 if (!binary) {
   console.error('usage: node mcp_stateless_e2e.mjs PATH_TO_SLUICE_NODE');
@@ -40,7 +38,6 @@ const v1http = await import('@modelcontextprotocol/sdk/client/streamableHttp.js'
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sluice-mcp-2026-'));
 const serverLog = path.join(dir, 'server.log');
-const everything = path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const config = path.join(dir, 'sluice.toml');
 const key = 'sk-stateless-e2e-0123456789';
 const adminKey = 'admin-stateless-e2e-0123456789';
@@ -57,16 +54,7 @@ admin_key = "env:SLUICE_MCP_ADMIN_KEY"
 key = "env:SLUICE_MCP_KEY"
 max_concurrent = 1
 
-[mcp.servers.everything]
-command = ${JSON.stringify(process.execPath)}
-args = [${JSON.stringify(everything)}, "stdio"]
-idle_timeout_s = 20
-
-[mcp.servers.ours]
-command = ${JSON.stringify(process.execPath)}
-args = [${JSON.stringify(path.join(here, 'mcp_test_server.mjs'))}]
-env = { MCP_TEST_LOG = ${JSON.stringify(serverLog)} }
-`);
+${stdioServersToml(serverLog)}`);
 const logLines = () => (fs.existsSync(serverLog) ? fs.readFileSync(serverLog, 'utf8').split('\n') : []);
 const auth = { Authorization: `Bearer ${key}` };
 
