@@ -7,6 +7,7 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
 
 #include "sluice/actors/mcp/http_channel_exchange.hpp"
 #include "sluice/actors/wire/tcp_options.hpp"
@@ -45,6 +46,14 @@ bool speaks_of_session(const std::string& body) {
     return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   });
   return rest.find("session") != std::string::npos;
+}
+
+bool answers_a_request(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (!j.is_object() || !j.contains("error"))
+    return false;
+  auto id = j.find("id");
+  return id != j.end() && (id->is_string() || id->is_number_integer());
 }
 
 } // namespace sluice::mcp::http_detail
@@ -321,9 +330,11 @@ void http_channel::finish(const exchange_ptr& ex, bool complete) {
   }
   auto& h = ex->reader->header();
   auto body = ex->reader->take_body();
-  if (status == 400 && ex->had_session)
-    verdict = policy::mcp::classify_http_status(status, true,
-                                                speaks_of_session(body));
+  if ((status == 400 || status == 404) && ex->had_session) {
+    bool about = speaks_of_session(body);
+    verdict = policy::mcp::classify_http_status(
+        status, true, about, !about && answers_a_request(body));
+  }
   send_outcome out;
   out.ok = false;
   out.delivery = verdict.how_far;

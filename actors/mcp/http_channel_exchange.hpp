@@ -38,6 +38,10 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix);
 /// session ID provided").
 bool speaks_of_session(const std::string& body);
 
+/// Whether an error status's body is a JSON-RPC error answering a request
+/// (its id, not null): that request's own refusal.
+bool answers_a_request(const std::string& body);
+
 } // namespace sluice::mcp::http_detail
 
 namespace sluice::mcp {

@@ -13,6 +13,7 @@
 #include "sluice/actors/mcp/http_channel.hpp"
 #include "sluice/actors/mcp/mcp_source_state.hpp"
 #include "sluice/actors/mcp/stdio_child.hpp"
+#include "sluice/runtime/policy/call/backoff.hpp"
 #include "sluice/runtime/policy/mcp/protocol_version.hpp"
 
 namespace sluice::mcp_detail {
@@ -21,18 +22,6 @@ namespace pmcp = policy::mcp;
 using policy::outcome_kind;
 
 namespace {
-
-/// The most pages read in one listing (a server whose cursor
-/// never ends is not followed for ever).
-constexpr size_t max_tool_pages = 64;
-
-/// The most items kept of one server's list (tools, resources, ...).
-constexpr size_t max_server_tools = 4096;
-
-/// The largest item kept (a tool with its schemas), and the most bytes of
-/// one list: the merged lists are copied into every answer.
-constexpr size_t max_list_item_bytes = 256 * 1024;
-constexpr size_t max_list_bytes = 8u << 20;
 
 std::chrono::milliseconds as_ms(duration d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d);
@@ -147,19 +136,17 @@ void on_gone(mcp_actor* self, const std::string& how) {
   });
   log_limited(server_log_limit(), spdlog::level::warn,
               "mcp server {}: {}; starting it again", st.cfg.name, how);
-  // Calls written to it fail (retried only where safe); those still
-  // waiting wait for the next start (their deadlines still run).
+  // Calls written to it fail (retried only where safe); those waiting wait
+  // for the next start, at most init_timeout_s (mcp_source.cpp's arm).
   auto why = st.cfg.transport == mcp_transport::stdio ? "server exited"
                                                       : "server session ended";
   for (auto id : st.calls.ids())
     if (auto* p = st.calls.find(id); p && p->written)
       fail_call(self, id, outcome_kind::transient, mcp::internal_error,
                 "server " + st.cfg.name + " " + how, why);
-  auto n = std::min<uint32_t>(st.failed_starts, 30);
-  auto delay = st.cfg.restart_backoff;
-  for (uint32_t i = 1; i < n && delay < st.cfg.restart_backoff_max; ++i)
-    delay *= 2;
-  delay = std::min(delay, st.cfg.restart_backoff_max);
+  auto delay = policy::backoff_delay(
+      {st.cfg.restart_backoff, st.cfg.restart_backoff_max, 0.0},
+      st.failed_starts, 0.0);
   auto gen = st.gen;
   self->delayed_send(self, delay, actor_thunk{[gen](caf::local_actor* a) {
                        auto* self = static_cast<mcp_actor*>(a);

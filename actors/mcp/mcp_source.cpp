@@ -117,6 +117,11 @@ void arm(mcp_actor* self, uint64_t id) {
   // The rule of a stream's pieces, in one place: progress is a piece.
   p->deadline = policy::read_deadline(call_timeouts(st.cfg), p->sent,
                                       p->progressed, now, p->attempt_deadline);
+  // Not sent yet: it waits for the server's (re)start at most
+  // init_timeout_s (a server that is down fails its calls, unsent, in
+  // that time, and its breaker hears of it).
+  if (!p->written)
+    p->deadline = std::min(p->deadline, p->sent + st.cfg.init_timeout);
   // One timer per call: a flood of progress moves the deadline, and the
   // timer, when it fires early, sets itself again.
   if (p->timer_at && *p->timer_at <= p->deadline)
@@ -134,10 +139,14 @@ void arm(mcp_actor* self, uint64_t id) {
           return arm(self, id); // progress moved it
         bool silent =
             !p->attempt_deadline || p->deadline < *p->attempt_deadline;
-        if (p->written)
-          tell_cancelled(self, id, "timed out at the gateway");
+        auto& name = self->state.cfg.name;
+        if (!p->written)
+          return fail_call(self, id, outcome_kind::timeout, mcp_request_timeout,
+                           "server " + name + " was not ready in time",
+                           "timeout: server not ready (init_timeout_s)");
+        tell_cancelled(self, id, "timed out at the gateway");
         fail_call(self, id, outcome_kind::timeout, mcp_request_timeout,
-                  "server " + self->state.cfg.name + " did not answer in time",
+                  "server " + name + " did not answer in time",
                   silent ? "timeout: no answer or progress (idle_timeout_s)"
                          : "timeout: call");
       }});
@@ -404,20 +413,29 @@ void write_call(mcp_actor* self, uint64_t id) {
   if (!p || p->written)
     return;
   p->written = true;
+  // Its silence is counted from now: the time it waited for a (re)start
+  // is not the server's.
+  p->sent = self->clock().now();
+  p->progressed = false;
+  arm(self, id);
   p->exchange = send_text(
       self, std::string{p->line}, [id](mcp_actor* self, mcp::send_outcome out) {
         auto& st = self->state;
         auto* p = st.calls.find(id);
         if (!p)
           return; // answered
-        if (!out.ok && out.session_gone && p->resends < max_session_resends) {
-          // Its session is gone (the server restarted or went away) and the
-          // server never saw it: it waits for the next session, within its
-          // deadline, and so do the calls that come meanwhile.
-          ++p->resends;
-          p->written = false;
+        if (!out.ok && out.session_gone) {
+          // Its session is gone (the server restarted or went away): the
+          // calls that come meanwhile wait for the next one, and so does
+          // this one, which the server never saw (while it may be sent
+          // again).
           st.ready = false;
-          return;
+          if (p->resends < max_session_resends) {
+            ++p->resends;
+            p->written = false;
+            p->sent = self->clock().now(); // it waits from now
+            return arm(self, id);
+          }
         }
         if (out.ok) { // an answer stream that ended without the answer
           out.delivery = pmcp::delivery::sent;

@@ -63,6 +63,18 @@ struct pending_call {
 /// is waited for, one that loses every session is not chased for ever.
 constexpr uint32_t max_session_resends = 2;
 
+/// The most pages read in one listing (a server whose cursor
+/// never ends is not followed for ever).
+constexpr size_t max_tool_pages = 64;
+
+/// The most items kept of one server's list (tools, resources, ...).
+constexpr size_t max_server_tools = 4096;
+
+/// The largest item kept (a tool with its schemas), and the most bytes of
+/// one list: the merged lists are copied into every answer.
+constexpr size_t max_list_item_bytes = 256 * 1024;
+constexpr size_t max_list_bytes = 8u << 20;
+
 /// What the source lists of its server, each kept in the view.
 enum class list_kind : uint8_t { tools, resources, templates, prompts };
 constexpr size_t list_kinds = 4;

@@ -109,6 +109,11 @@ void connection::serve_mcp() {
   auto envelope = read_envelope(head, m, name_store);
   if (pmcp::is_stateless_request(envelope))
     return serve_mcp_stateless(m, envelope);
+  // The session revisions define no routing headers; those that came must
+  // still say what the body says (a proxy may route by them).
+  if (auto v = pmcp::check_routing_headers(envelope, false); !v.ok())
+    return mcp_reply(400, mcp::error_response(m.id.empty() ? "null" : m.id,
+                                              v.code, v.message));
   // initialize opens a session; everything else names one, if it has one.
   if (m.what == kind::request && m.method == "initialize") {
     std::string asked;
@@ -126,6 +131,10 @@ void connection::serve_mcp() {
   if (head.find("MCP-Protocol-Version") != head.end())
     proto = proto_text;
   std::optional<mcp_session> session;
+  if (session_id.empty() && envelope.session_header)
+    return mcp_reply(400, mcp::error_response(m.id.empty() ? "null" : m.id,
+                                              mcp::invalid_request,
+                                              "Mcp-Session-Id is empty"));
   if (!session_id.empty()) {
     session = gw.use_session(session_id, key, now);
     if (!session) // MCP: the client starts a new session
@@ -388,8 +397,11 @@ std::string connection::mcp_answer(const call_result& r) const {
         err["message"].is_string()) {
       if (err.contains("data"))
         data["upstream"] = err["data"];
-      return mcp::error_response(c.id, err["code"].get<int>(),
-                                 err["message"].get<std::string>(), &data);
+      auto code = err["code"].get<int>();
+      if (c.stateless && code == mcp_resource_not_found)
+        code = mcp::invalid_params; // 2026-07-28 retired -32002
+      return mcp::error_response(c.id, code, err["message"].get<std::string>(),
+                                 &data);
     }
     return mcp::error_response(c.id, mcp::internal_error,
                                "server " + c.server + " failed", &data);

@@ -59,6 +59,10 @@ pmcp::request_envelope read_envelope(const http_fields& h,
                                      std::string& name_store) {
   pmcp::request_envelope e;
   e.session_header = h.find("Mcp-Session-Id") != h.end();
+  for (std::string_view name :
+       {"Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"})
+    if (h.count(boost::beast::string_view{name.data(), name.size()}) > 1)
+      e.repeated_header = name;
   e.version_header = header_of(h, "MCP-Protocol-Version");
   e.method_header = header_of(h, "Mcp-Method");
   if (auto name = header_of(h, "Mcp-Name")) {
@@ -71,6 +75,8 @@ pmcp::request_envelope read_envelope(const http_fields& h,
       if (auto decoded = decode_base64(n)) {
         name_store = std::move(*decoded);
         e.name_header = name_store;
+      } else {
+        e.name_header_bad = true;
       }
     } else {
       e.name_header = n;

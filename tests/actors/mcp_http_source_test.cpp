@@ -165,6 +165,17 @@ struct hostile_mcp {
       ++lost_sent;
       return up.send(s, http(404, "application/json", "{}"));
     }
+    if (mode == "own404") // this request's own refusal, not the session's
+      return up.send(
+          s, http(404, "application/json",
+                  json{{"jsonrpc", "2.0"},
+                       {"id", id},
+                       {"error", {{"code", -32601}, {"message", "no tool"}}}}
+                      .dump()));
+    if (mode == "slow") { // answers after 600 ms
+      std::this_thread::sleep_for(600ms);
+      return up.send(s, http(200, "application/json", answer(id, ok)));
+    }
     if (mode == "lost_once") { // the first session is forgotten (a restart)
       if (req.find("Mcp-Session-Id: s1\r\n") != std::string::npos)
         return up.send(s, http(404, "application/json", "{}"));
@@ -367,4 +378,53 @@ TEST_CASE_METHOD(fixture, "mcp http source: a server that sends a thousand "
   CHECK(mcp.most_held.load() == 64);
   // Its calls still go.
   CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: a 404 that answers the request "
+                          "itself keeps the session") {
+  start();
+  REQUIRE(ready());
+  // The server's own JSON-RPC error, with the call's id: passed on as the
+  // call's answer (permanent), and nobody else's session is ended (before,
+  // every such call ended the session all calls share, and was sent again).
+  auto r = call("w", "own404");
+  CHECK(r.kind == policy::outcome_kind::permanent);
+  CHECK(r.body.find("no tool") != std::string::npos);
+  CHECK(mcp.sessions.load() == 1);
+  CHECK(src.view->read().restarts == 0);
+  CHECK(call("w", "ok").kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: a call that waited for a "
+                          "restart gets its whole idle_timeout once sent") {
+  idle_timeout = 800ms;
+  start();
+  REQUIRE(ready());
+  auto port = server->port();
+  server.reset();
+  source_reply r;
+  std::thread caller{[&] { r = call("w", "slow"); }};
+  CHECK(wait_until([&] {
+    return src.view->read().state != mcp_server_view::state_kind::ready;
+  }));
+  // Back after ~250 ms; the call is sent at the next start and answered
+  // 600 ms later: past 800 ms from its arrival, within 800 ms of its
+  // sending (before, it was cancelled as silent while the server worked).
+  std::this_thread::sleep_for(250ms);
+  server = serve_on(port);
+  caller.join();
+  CHECK(r.kind == policy::outcome_kind::ok);
+}
+
+TEST_CASE_METHOD(fixture, "mcp http source: a server that stays down fails "
+                          "waiting calls unsent at init_timeout") {
+  idle_timeout = 5s;
+  start();
+  REQUIRE(ready());
+  server.reset();
+  // init_timeout is 2 s here: the call does not wait its 5 s idle timeout.
+  auto r = call("w", "ok");
+  CHECK(r.kind == policy::outcome_kind::timeout);
+  CHECK_FALSE(r.unsafe_to_retry);
+  CHECK(r.reason.find("not ready") != std::string::npos);
 }

@@ -14,6 +14,7 @@
 // v2 client needs Node 20: under an older Node it prints why and passes.
 
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -80,6 +81,22 @@ async function post(port, body, headers = {}) {
   let json = null;
   try { json = JSON.parse(t); } catch { /* not JSON */ }
   return { status: r.status, json, text: t };
+}
+
+// One raw HTTP request (fetch would join repeated headers into one): its
+// status line and body.
+function rawPost(port, body, headerLines) {
+  return new Promise((resolve, reject) => {
+    const text = JSON.stringify(body);
+    const s = net.connect(port, '127.0.0.1', () => s.write(
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n${headerLines.join('\r\n')}\r\n` +
+      `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+      `Authorization: Bearer ${key}\r\nContent-Length: ${Buffer.byteLength(text)}\r\n\r\n${text}`));
+    let got = '';
+    s.on('data', (d) => { got += d; });
+    s.on('end', () => resolve({ status: Number(got.split(' ')[1]), body: got.slice(got.indexOf('\r\n\r\n') + 4) }));
+    s.on('error', reject);
+  });
 }
 
 const envelope = (version = '2026-07-28') => ({
@@ -166,6 +183,17 @@ try {
       const smuggled = await call('ours_slow_write', { 'mcp-name': 'everything_echo' });
       expect(smuggled.status === 400 && smuggled.json?.error?.code === -32020, `smuggled: ${smuggled.status} ${smuggled.text}`);
       expect(!logLines().some((l) => l.includes('call slow_write') && l.includes('undefined')), 'the server got it');
+      // An empty Mcp-Session-Id does not take it to the session path, which
+      // checks less; nor does a second Mcp-Name a proxy may read instead.
+      const withSession = await call('ours_slow_write', { 'mcp-name': 'everything_echo', 'mcp-session-id': '' });
+      expect(withSession.status === 400 && withSession.json?.error?.code === -32020,
+        `with an empty session: ${withSession.status} ${withSession.text}`);
+      const twice = await rawPost(port, {
+        jsonrpc: '2.0', id: 11, method: 'tools/call',
+        params: { name: 'everything_echo', arguments: { message: 'x' }, _meta: envelope() },
+      }, ['MCP-Protocol-Version: 2026-07-28', 'Mcp-Method: tools/call', 'Mcp-Name: everything_echo',
+        'Mcp-Name: ours_slow_write']);
+      expect(twice.status === 400 && JSON.parse(twice.body).error?.code === -32020, `twice: ${twice.status} ${twice.body}`);
       // Base64 per the spec is read.
       const encoded = await call('everything_echo', { 'mcp-name': `=?base64?${Buffer.from('everything_echo').toString('base64')}?=` });
       expect(encoded.status === 200 && encoded.json?.result?.resultType === 'complete', `encoded: ${encoded.status} ${encoded.text}`);
@@ -179,7 +207,8 @@ try {
       const unknown = await post(port, { jsonrpc: '2.0', id: 10, method: 'tasks/list', params: { _meta: envelope() } },
         { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tasks/list' });
       expect(unknown.status === 404 && unknown.json?.error?.code === -32601, `unknown: ${unknown.status} ${unknown.text}`);
-      return `-32020 (${smuggled.json.error.message}); base64 name read; -32602; -32022 supported ${JSON.stringify(future.json.error.data.supported)}; 404 -32601`;
+      return `-32020 (${smuggled.json.error.message}; also with an empty Mcp-Session-Id; ` +
+        `${JSON.parse(twice.body).error.message}); base64 name read; -32602; -32022 supported ${JSON.stringify(future.json.error.data.supported)}; 404 -32601`;
     });
 
     await check('2026-07-28: /metrics counts the calls by tool and outcome', async () => {

@@ -95,12 +95,12 @@ header_verdict header_check(std::optional<std::string_view> header,
                             std::optional<std::string_view> session_version) {
   if (!header)
     return {};
-  if (!is_supported(*header)) {
+  if (!has_sessions(*header)) {
     std::string supported;
-    for (auto& r : revisions) {
+    for (auto v : session_versions()) {
       if (!supported.empty())
         supported += ", ";
-      supported += r.name;
+      supported += v;
     }
     return {header_verdict::kind::unsupported,
             "unsupported MCP-Protocol-Version " + quoted_header(*header) +

@@ -57,7 +57,8 @@ struct header_verdict {
   enum class kind {
     /// Go on.
     ok,
-    /// A revision the gateway does not speak (HTTP 400 in the caller).
+    /// A revision the gateway does not speak with sessions (HTTP 400 in
+    /// the caller).
     unsupported,
     /// A revision other than the one the session negotiated (HTTP 400).
     mismatch,

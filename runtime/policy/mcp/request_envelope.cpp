@@ -37,11 +37,41 @@ const char* name_field_of(std::string_view method) noexcept {
 }
 
 bool is_stateless_request(const request_envelope& e) noexcept {
-  if (e.session_header || e.method == "initialize")
+  // A session header does not make a request of the new era one of the
+  // old: 2026-07-28 ignores it, and the old path checks less.
+  if (e.method == "initialize")
     return false;
   return e.method == "server/discover" || e.meta_version ||
          e.meta_version_bad ||
          (e.version_header && is_stateless(*e.version_header));
+}
+
+envelope_verdict check_routing_headers(const request_envelope& e,
+                                       bool required) {
+  if (e.repeated_header)
+    return mismatch(*e.repeated_header,
+                    std::string{*e.repeated_header} +
+                        " appears more than once");
+  if (!e.request)
+    return {};
+  if ((required || e.method_header) && e.method_header != e.method)
+    return mismatch("Mcp-Method",
+                    "Mcp-Method " +
+                        (e.method_header ? quoted_header(*e.method_header)
+                                         : std::string{"(none)"}) +
+                        " differs from the method " + quoted_header(e.method));
+  // (No name in the body at all: the method's own check answers that.)
+  auto field = name_field_of(e.method);
+  bool named = e.name_header || e.name_header_bad;
+  if (field && e.acted_on && (required || named) &&
+      e.name_header != e.acted_on)
+    return mismatch("Mcp-Name",
+                    std::string{"Mcp-Name "} +
+                        (e.name_header    ? quoted_header(*e.name_header)
+                         : e.name_header_bad ? std::string{"(badly encoded)"}
+                                             : std::string{"(none)"}) +
+                        " differs from params." + field);
+  return {};
 }
 
 envelope_verdict check_envelope(const request_envelope& e) {
@@ -71,25 +101,8 @@ envelope_verdict check_envelope(const request_envelope& e) {
                                           : std::string{"(none)"}) +
                         " differs from _meta's " +
                         quoted_header(*e.meta_version));
-  if (e.request) {
-    if (e.method_header != e.method)
-      return mismatch("Mcp-Method",
-                      "Mcp-Method " +
-                          (e.method_header ? quoted_header(*e.method_header)
-                                           : std::string{"(none)"}) +
-                          " differs from the method " +
-                          quoted_header(e.method));
-    // (No name in the body at all: the method's own check answers that.)
-    if (auto field = name_field_of(e.method); field && e.acted_on) {
-      if (e.name_header != e.acted_on)
-        return mismatch("Mcp-Name",
-                        std::string{"Mcp-Name "} +
-                            (e.name_header ? quoted_header(*e.name_header)
-                                           : std::string{"(none, or badly "
-                                                         "encoded)"}) +
-                            " differs from params." + field);
-    }
-  }
+  if (auto v = check_routing_headers(e, true); !v.ok())
+    return v;
   envelope_verdict ok;
   ok.version = std::string{*e.meta_version};
   return ok;

@@ -35,6 +35,11 @@ struct request_envelope {
   std::optional<std::string_view> version_header;
   std::optional<std::string_view> method_header;
   std::optional<std::string_view> name_header;
+  /// `Mcp-Name` came in `=?base64?...?=` that did not decode.
+  bool name_header_bad = false;
+  /// One of those headers, or `Mcp-Session-Id`, that came more than once
+  /// (a proxy may have read another of its values than the gateway would).
+  std::optional<std::string_view> repeated_header;
   /// A request (it has an id), not a notification or a response.
   bool request = false;
   std::string_view method;
@@ -53,10 +58,12 @@ struct request_envelope {
 /// request acts on, or nullptr when the method has none.
 const char* name_field_of(std::string_view method) noexcept;
 
-/// Whether the request belongs to the sessionless era: it has no session,
-/// and it is `server/discover`, or names its revision in `_meta`, or its
-/// `MCP-Protocol-Version` header is a sessionless revision. Anything else
-/// (`initialize`, a request of a session) is the session era's.
+/// Whether the request belongs to the sessionless era: it is
+/// `server/discover`, or names its revision in `_meta`, or its
+/// `MCP-Protocol-Version` header is a sessionless revision -- with or
+/// without an `Mcp-Session-Id` (which that era ignores: the header must not
+/// pick the path that checks less). Anything else (`initialize`, a request
+/// of a session revision) is the session era's.
 bool is_stateless_request(const request_envelope& e) noexcept;
 
 /// The verdict on a sessionless request.
@@ -78,11 +85,19 @@ struct envelope_verdict {
   bool ok() const noexcept { return code == 0; }
 };
 
+/// The routing headers' check: no header repeated (-32020); a request's
+/// `Mcp-Method` says its method, and `Mcp-Name` the name it acts on where
+/// the method has one (-32020). `required`: they must be there (the
+/// sessionless era); else only those present are held to the body (the
+/// session era, which does not define them: a proxy may still route by
+/// them).
+envelope_verdict check_routing_headers(const request_envelope& e,
+                                       bool required);
+
 /// Checks a sessionless request (`is_stateless_request`), in this order:
 /// `_meta`'s revision is there (-32602) and one served (-32022); a request's
 /// client capabilities are there (-32602); `MCP-Protocol-Version` says the
-/// same revision (-32020); a request's `Mcp-Method` says its method, and
-/// `Mcp-Name` the name it acts on where the method has one (-32020). A
+/// same revision (-32020); then `check_routing_headers(e, true)`. A
 /// notification carries no `Mcp-Method` (MCP sets it on requests only).
 envelope_verdict check_envelope(const request_envelope& e);
 

@@ -23,14 +23,17 @@ bool may_retry(delivery how_far, const tool_hints& hints) noexcept {
 }
 
 http_status_verdict classify_http_status(int status, bool had_session,
-                                         bool about_session) noexcept {
+                                         bool about_session,
+                                         bool own_error) noexcept {
   http_status_verdict v;
   if (status >= 200 && status < 300)
     return v;
   v.ok = false;
   if (status == 429) {
     v.how_far = delivery::not_sent;
-  } else if (status == 404 || (status == 400 && had_session && about_session)) {
+  } else if (!own_error &&
+             (status == 404 ||
+              (status == 400 && had_session && about_session))) {
     v.how_far = delivery::not_sent;
     v.session_gone = had_session;
   } else if (status == 408) {

@@ -84,9 +84,14 @@ struct http_status_verdict {
 /// reference server answers a session it lost so, not with 404): the
 /// session is gone too. 408: timeout, delivery unknown. 401, 403, 400 and
 /// the other 4xx: a refusal before any tool ran (not sent, permanent).
+/// `own_error`: the body is a JSON-RPC error answering this request (an id,
+/// not null) that does not speak of the session: a 404 or 400 with it is
+/// that request's refusal, not a lost session (so one request cannot end
+/// the session every other call shares).
 /// Other statuses (5xx with 503, and anything else): the server may have begun
 /// the call (unknown), transient.
 http_status_verdict classify_http_status(int status, bool had_session,
-                                         bool about_session = false) noexcept;
+                                         bool about_session = false,
+                                         bool own_error = false) noexcept;
 
 } // namespace sluice::policy::mcp

@@ -79,6 +79,11 @@ TEST_CASE("mcp protocol_version: a revision the gateway does not speak is "
                                         std::string{header} + "'"));
     CHECK_THAT(v.error, Catch::Contains("2025-11-25, 2025-06-18"));
   }
+  // A sessionless revision has no place in a session's request.
+  auto v = header_check("2026-07-28", std::nullopt);
+  CHECK(v.what == kind::unsupported);
+  CHECK_THAT(v.error, Catch::Contains("(supported: 2025-11-25, 2025-06-18)"));
+  CHECK(header_check("2026-07-28", "2025-11-25").what == kind::unsupported);
   // Unsupported is said before a mismatch.
   CHECK(header_check("2025-03-26", "2025-06-18").what == kind::unsupported);
 }

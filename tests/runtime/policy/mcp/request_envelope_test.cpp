@@ -40,11 +40,13 @@ TEST_CASE("mcp request_envelope: which requests are sessionless") {
   request_envelope d;
   d.method = "server/discover";
   CHECK(is_stateless_request(d));
-  // A session's request, initialize, and a request that says nothing of
-  // the new revision are the session era's.
+  // A session header does not move a request of the new era to the old
+  // path, which checks less (2026-07-28 ignores the header).
   e = good_call();
   e.session_header = true;
-  CHECK_FALSE(is_stateless_request(e));
+  CHECK(is_stateless_request(e));
+  // initialize, and a request that says nothing of the new revision, are
+  // the session era's.
   e = good_call();
   e.method = "initialize";
   CHECK_FALSE(is_stateless_request(e));
@@ -191,4 +193,44 @@ TEST_CASE("mcp request_envelope: a body with no name leaves the refusal to "
   CHECK(name_field_of("prompts/get") == std::string{"name"});
   CHECK(name_field_of("resources/read") == std::string{"uri"});
   CHECK(name_field_of("tools/list") == nullptr);
+}
+
+TEST_CASE("mcp request_envelope: a routing header that came twice is "
+          "refused in either era") {
+  for (std::string_view h :
+       {"Mcp-Name", "Mcp-Method", "MCP-Protocol-Version", "Mcp-Session-Id"}) {
+    CAPTURE(h);
+    auto e = good_call();
+    e.repeated_header = h;
+    auto v = check_envelope(e);
+    CHECK(v.code == header_mismatch);
+    CHECK(v.header == std::string{h});
+    CHECK_THAT(v.message, Catch::Contains("more than once"));
+    CHECK(check_routing_headers(e, false).code == header_mismatch);
+  }
+}
+
+TEST_CASE("mcp request_envelope: the session era holds only the routing "
+          "headers that came to the body") {
+  request_envelope e;
+  e.request = true;
+  e.method = "tools/call";
+  e.acted_on = "echo";
+  CHECK(check_routing_headers(e, false).ok()); // none came: nothing to hold
+  CHECK(check_routing_headers(e, true).code == header_mismatch);
+  e.name_header = "echo";
+  e.method_header = "tools/call";
+  CHECK(check_routing_headers(e, false).ok());
+  e.name_header = "delete_everything";
+  CHECK(check_routing_headers(e, false).header == "Mcp-Name");
+  e.name_header = "echo";
+  e.method_header = "tools/list";
+  CHECK(check_routing_headers(e, false).header == "Mcp-Method");
+  // A name header whose base64 did not decode is no match.
+  e.method_header = "tools/call";
+  e.name_header.reset();
+  e.name_header_bad = true;
+  auto v = check_routing_headers(e, false);
+  CHECK(v.header == "Mcp-Name");
+  CHECK_THAT(v.message, Catch::Contains("badly encoded"));
 }

@@ -160,6 +160,14 @@ TEST_CASE("mcp retry_safety: a Streamable HTTP server's status, case by "
   CHECK_FALSE(classify_http_status(400, true, false).session_gone);
   // What it means for a tool with effects: retried only when not sent.
   CHECK(may_retry(classify_http_status(429, true).how_far, tool_hints{}));
+  // A 404 or 400 whose JSON-RPC error answers the request itself (and says
+  // nothing of the session) is that request's refusal: the session stays.
+  for (int status : {404, 400}) {
+    auto own = classify_http_status(status, true, false, true);
+    CHECK_FALSE(own.session_gone);
+    CHECK(own.kind == outcome_kind::permanent);
+    CHECK(own.how_far == delivery::not_sent);
+  }
   CHECK_FALSE(may_retry(classify_http_status(500, true).how_far, tool_hints{}));
   CHECK_FALSE(may_retry(classify_http_status(503, true).how_far, tool_hints{}));
 }
