@@ -49,9 +49,8 @@ bool is_stateless_request(const request_envelope& e) noexcept {
 envelope_verdict check_routing_headers(const request_envelope& e,
                                        bool required) {
   if (e.repeated_header)
-    return mismatch(*e.repeated_header,
-                    std::string{*e.repeated_header} +
-                        " appears more than once");
+    return mismatch(*e.repeated_header, std::string{*e.repeated_header} +
+                                            " appears more than once");
   if (!e.request)
     return {};
   if ((required || e.method_header) && e.method_header != e.method)
@@ -63,11 +62,10 @@ envelope_verdict check_routing_headers(const request_envelope& e,
   // (No name in the body at all: the method's own check answers that.)
   auto field = name_field_of(e.method);
   bool named = e.name_header || e.name_header_bad;
-  if (field && e.acted_on && (required || named) &&
-      e.name_header != e.acted_on)
+  if (field && e.acted_on && (required || named) && e.name_header != e.acted_on)
     return mismatch("Mcp-Name",
                     std::string{"Mcp-Name "} +
-                        (e.name_header    ? quoted_header(*e.name_header)
+                        (e.name_header       ? quoted_header(*e.name_header)
                          : e.name_header_bad ? std::string{"(badly encoded)"}
                                              : std::string{"(none)"}) +
                         " differs from params." + field);

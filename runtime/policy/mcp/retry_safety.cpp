@@ -31,9 +31,8 @@ http_status_verdict classify_http_status(int status, bool had_session,
   v.ok = false;
   if (status == 429) {
     v.how_far = delivery::not_sent;
-  } else if (!own_error &&
-             (status == 404 ||
-              (status == 400 && had_session && about_session))) {
+  } else if (!own_error && (status == 404 ||
+                            (status == 400 && had_session && about_session))) {
     v.how_far = delivery::not_sent;
     v.session_gone = had_session;
   } else if (status == 408) {
