@@ -104,3 +104,21 @@ export async function busyUnderSessionCap(client, waitMs) {
   expect(err.data?.tier === 'session', `data ${JSON.stringify(err.data)}`);
   return `code ${err.code}, data ${JSON.stringify(err.data)}`;
 }
+
+// A call of ours_slow_write (tag `tag`) aborted by its client after 500 ms:
+// the call is rejected, and our server logs its cancel (`logLines` reads
+// its log) within 5 s.
+export async function abortedCallCancelled(client, logLines, tag, v2 = false) {
+  const ac = new AbortController();
+  const call = callWith(client, { name: 'ours_slow_write', arguments: { ms: 5000, tag } },
+    { signal: ac.signal }, v2);
+  await sleep(500);
+  ac.abort('test cancels');
+  let rejected = false;
+  try { await call; } catch { rejected = true; }
+  expect(rejected, 'the call was not rejected');
+  const line = `cancelled slow_write ${tag}`;
+  const deadline = Date.now() + 5000;
+  while (!logLines().includes(line) && Date.now() < deadline) await sleep(50);
+  expect(logLines().filter((l) => l === line).length === 1, `server log: ${logLines().join('|')}`);
+}

@@ -20,7 +20,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
 import {
-  busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, stdioServersToml, status, text,
+  abortedCallCancelled, busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, stdioServersToml, status, text,
 } from './mcp_checks.mjs';
 
 const binary = process.argv[2];
@@ -127,17 +127,7 @@ try {
 
     await check('cancellation: the client aborts, the server sees notifications/cancelled', async () => {
       const before = (await status(port)).servers.find((s) => s.name === 'ours').cancels_sent;
-      const ac = new AbortController();
-      const call = client.callTool({ name: 'ours_slow_write', arguments: { ms: 5000, tag: 'cancel1' } },
-        undefined, { signal: ac.signal });
-      await sleep(500);
-      ac.abort('test cancels');
-      let rejected = false;
-      try { await call; } catch { rejected = true; }
-      expect(rejected, 'the call was not rejected');
-      const deadline = Date.now() + 5000;
-      while (!logLines().includes('cancelled slow_write cancel1') && Date.now() < deadline) await sleep(50);
-      expect(logLines().includes('cancelled slow_write cancel1'), `server log: ${logLines().join('|')}`);
+      await abortedCallCancelled(client, logLines, 'cancel1');
       const after = (await status(port)).servers.find((s) => s.name === 'ours').cancels_sent;
       return `server logged the cancel; cancels_sent ${before} -> ${after}`;
     });

@@ -24,7 +24,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
 import {
-  busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, status, text,
+  abortedCallCancelled, busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, status, text,
 } from './mcp_checks.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -158,17 +158,7 @@ try {
 
     await check('over HTTPS: the client aborts, the server sees notifications/cancelled', async () => {
       await sleep(400);
-      const ac = new AbortController();
-      const call = client.callTool({ name: 'ours_slow_write', arguments: { ms: 5000, tag: 'cancel1' } },
-        undefined, { signal: ac.signal });
-      await sleep(500);
-      ac.abort('test cancels');
-      let rejected = false;
-      try { await call; } catch { rejected = true; }
-      expect(rejected, 'the call was not rejected');
-      const deadline = Date.now() + 5000;
-      while (count('cancelled slow_write cancel1') === 0 && Date.now() < deadline) await sleep(50);
-      expect(count('cancelled slow_write cancel1') === 1, `server log: ${logLines().join('|')}`);
+      await abortedCallCancelled(client, logLines, 'cancel1');
       return `server logged the cancel; cancels_sent ${(await server(port, 'ours')).cancels_sent}`;
     });
 

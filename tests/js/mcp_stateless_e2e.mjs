@@ -21,7 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { check, expect, results, withTimeout } from './checks.mjs';
 import { startNode, waitHealthy } from './node_process.mjs';
 import {
-  busyUnderSessionCap, callWith, longCallWithProgress, promptsAndResources, serversReady, stdioServersToml, text,
+  abortedCallCancelled, busyUnderSessionCap, longCallWithProgress, promptsAndResources, serversReady, stdioServersToml, text,
 } from './mcp_checks.mjs';
 
 const binary = process.argv[2];
@@ -140,17 +140,7 @@ try {
 
     await check('2026-07-28: closing the stream cancels: the server sees notifications/cancelled', async () => {
       await sleep(1600); // the key's one permit is back
-      const ac = new AbortController();
-      const call = callWith(client, { name: 'ours_slow_write', arguments: { ms: 5000, tag: 'cancel26' } },
-        { signal: ac.signal }, true);
-      await sleep(500);
-      ac.abort('test cancels');
-      let rejected = false;
-      try { await call; } catch { rejected = true; }
-      expect(rejected, 'the call was not rejected');
-      const deadline = Date.now() + 5000;
-      while (!logLines().includes('cancelled slow_write cancel26') && Date.now() < deadline) await sleep(50);
-      expect(logLines().includes('cancelled slow_write cancel26'), `server log: ${logLines().join('|')}`);
+      await abortedCallCancelled(client, logLines, 'cancel26', true);
       return 'the client closed its stream; the server logged the cancel';
     });
 
